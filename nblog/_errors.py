@@ -1,0 +1,64 @@
+"""Exceptions raised by nblog.
+
+::
+
+    NbError                      base of everything nblog raises on purpose
+    ├── RunNotFoundError         (also LookupError) no run matches an id, prefix or path
+    ├── AmbiguousRunError        (also LookupError) a prefix matches several runs; .candidates
+    ├── FormatVersionError       a file was written by a newer format version; .path, .version
+    └── StrictModeError          (also ValueError) bad data with NB_STRICT=1; .tag, .value
+
+``init`` also raises the built-in ``ValueError`` (bad names, bad launcher variables,
+bad resume value), ``FileExistsError`` (an explicit run id that exists without
+``resume="auto"``), ``FileNotFoundError`` (``resume="must"`` on a missing run) and
+``PermissionError`` / ``OSError`` (unwritable root), each naming the argument or path.
+"""
+
+from __future__ import annotations
+
+
+class NbError(Exception):
+    """Base class of the exceptions nblog raises on purpose."""
+
+
+class RunNotFoundError(NbError, LookupError):
+    """No run matches ``query``; ``searched`` is the folder that was looked in."""
+
+    def __init__(self, query: str, searched: str):
+        self.query = query
+        self.searched = searched
+        super().__init__(f"no run matches {query!r} (looked in {searched})")
+
+
+class AmbiguousRunError(NbError, LookupError):
+    """A run id prefix matches several runs; ``candidates`` lists their ids."""
+
+    def __init__(self, query: str, candidates: list[str]):
+        self.query = query
+        self.candidates = candidates
+        super().__init__(
+            f"{query!r} matches {len(candidates)} runs: {', '.join(candidates[:10])}"
+            + (" ..." if len(candidates) > 10 else "")
+        )
+
+
+class FormatVersionError(NbError):
+    """A file was written in a newer format version than this reader knows."""
+
+    def __init__(self, path: str, version: int, known: int):
+        self.path = path
+        self.version = version
+        self.known = known
+        super().__init__(
+            f"{path} uses event-log format version {version}; this nblog reads up to "
+            f"version {known}: upgrade nb to read it"
+        )
+
+
+class StrictModeError(NbError, ValueError):
+    """Bad data passed to a logging call while ``NB_STRICT=1``."""
+
+    def __init__(self, message: str, tag: object = None, value: object = None):
+        self.tag = tag
+        self.value = value
+        super().__init__(message)

@@ -1,0 +1,331 @@
+"""``nblog.init``: settings, ranks, the run id, the run folder, run.json and the session."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from collections.abc import Mapping
+
+from . import __version__, _lifecycle
+from . import _format as F
+from ._names import check_name
+from ._ranks import RankInfo, detect_ranks
+from ._run import Run
+from ._runfile import (
+    RUN_JSON,
+    RunFile,
+    event_file_name,
+    next_session,
+    read_run_json,
+    to_json_config,
+)
+from ._runid import derive_run_id, random_run_id, shared_job_id
+from ._settings import Settings, resolve
+from ._writer import Writer
+
+log = logging.getLogger("nblog")
+
+_RESTART_VARS = ("TORCHELASTIC_RESTART_COUNT", "SLURM_RESTART_COUNT")
+
+
+def hostname(env: Mapping[str, str]) -> str:
+    """This machine's name; ``NB_HOSTNAME`` overrides it (for tests simulating machines)."""
+    return env.get("NB_HOSTNAME") or socket.gethostname()
+
+
+def init(
+    project: str = "default",
+    *,
+    run_name: str | None = None,
+    run_id: str | None = None,
+    config: object = None,
+    root: str | os.PathLike | None = None,
+    resume: str | None = None,
+    timing_all_ranks: bool = False,
+    system: bool | list[str] | tuple[str, ...] = True,
+    system_interval: float | None = None,
+    flush_interval: float | None = None,
+    mode: str | None = None,
+    strict: bool | None = None,
+    _environ: Mapping[str, str] | None = None,
+) -> Run:
+    """Start (or resume) logging a run; call on every rank, or on rank 0 only.
+
+    Never waits for other ranks and never uses torch.distributed. Rank, local rank and
+    world size come from torchrun (``RANK``...), then Open MPI (``OMPI_COMM_WORLD_*``),
+    then Slurm (``SLURM_PROCID``...). The run folder is ``<root>/<project>/<run id>``.
+
+    Args:
+        project: project name (a path component: no ``/``, ``\\``, ``..``, NUL or
+            control characters).
+        run_name: a human name; the run id starts with its slug.
+        run_id: use this run id on every rank (overrides ``$NB_RUN_ID``). Without one,
+            a shared job id (``TORCHELASTIC_RUN_ID`` given with ``--rdzv-id``, then
+            ``SLURM_JOB_ID``, then torchrun's own uuid) derives the same id on every
+            rank; with none, rank 0 draws a random id and other ranks log nothing.
+        config: hyper-parameters (mapping, dataclass, ``argparse.Namespace``,
+            ``to_dict()`` object, OmegaConf), stored in ``run.json``.
+        root: folder holding projects; else ``$NB_DIR``, else ``./nb_runs``.
+        resume: None (default): an explicit run id that exists raises
+            ``FileExistsError``; "auto": continue it in a new session, or create it;
+            "must": continue it, raise ``FileNotFoundError`` if missing. ``$NB_RESUME``
+            sets it. A run id derived from a shared job id that exists is a restart of
+            that job and always continues.
+        timing_all_ranks: every timer logs on every rank into that rank's own file.
+        system: system metric groups sampled by local rank 0 of each machine: True
+            (all), False, or a list of "cpu", "memory", "disk", "network", "gpu"
+            (``$NB_SYSTEM`` when left True).
+        system_interval: seconds between samples (default 30, ``$NB_SYSTEM_INTERVAL``).
+        flush_interval: seconds between background writes (default 1,
+            ``$NB_FLUSH_INTERVAL``): the most a ``kill -9`` can lose.
+        mode: "online" (default) or "disabled" (every call a no-op; ``$NB_MODE``).
+        strict: bad data raises ``StrictModeError`` instead of warning (``$NB_STRICT=1``).
+
+    Returns:
+        A :class:`Run`. Files created: on rank 0 ``run.json`` and
+        ``events.r0.s<session>.log``; on other ranks an event log only when they log
+        timers or system metrics. Threads started: one writer per writing process, one
+        system sampler on local rank 0.
+
+    Raises:
+        ValueError: a bad name, argument or launcher variable.
+        FileExistsError: rank 0, explicit run id exists and resume is None.
+        FileNotFoundError: rank 0, resume="must" and the run does not exist.
+        OSError: rank 0 cannot create the run folder (the message names the path).
+    """
+    env = os.environ if _environ is None else _environ
+    settings = resolve(
+        env,
+        root=os.fspath(root) if root is not None else None,
+        mode=mode,
+        strict=strict,
+        resume=resume,
+        run_id=run_id,
+        flush_interval=flush_interval,
+        system=system,
+        system_interval=system_interval,
+        timing_all_ranks=timing_all_ranks,
+    )
+    check_name(project, "project")
+    if run_name is not None:
+        check_name(run_name, "run_name")
+    if settings.run_id is not None:
+        check_name(settings.run_id, "run_id")
+    config_json = to_json_config(config)
+    ranks = detect_ranks(env)
+    if settings.mode == "disabled":
+        return _inert(project, run_name, "", None, ranks, config_json, settings)
+
+    job_id, job_source = shared_job_id(env)
+    if settings.run_id is not None:
+        rid, how = settings.run_id, "explicit"
+    elif job_id is not None:
+        rid, how = derive_run_id(project, run_name, job_id), "derived"
+    elif ranks.rank == 0:
+        rid, how = random_run_id(run_name), "random"
+    else:
+        if ranks.local_rank == 0 and settings.system:
+            log.warning(
+                "nblog: rank %d cannot learn the run id (no shared job id), so this machine's "
+                "system metrics are not recorded. Run under Slurm, give torchrun "
+                "--rdzv-backend c10d --rdzv-endpoint HOST:PORT --rdzv-id ID, or set NB_RUN_ID.",
+                ranks.rank,
+            )
+        return _inert(project, run_name, "", None, ranks, config_json, settings)
+
+    project_dir = os.path.join(settings.root, project)
+    host = hostname(env)
+    if ranks.rank == 0:
+        return _open_rank0(
+            project, run_name, rid, how, job_id, job_source, project_dir, ranks, config_json,
+            settings, host, env,
+        )
+    run_dir = os.path.join(project_dir, rid)
+    if not _wait_for(run_dir, settings.wait_s):
+        log.warning(
+            "nblog: rank %d waited %.0f s for rank 0 to create %s; logging nothing on this "
+            "rank (set NB_WAIT_S to wait longer)",
+            ranks.rank,
+            settings.wait_s,
+            run_dir,
+        )
+        return _inert(project, run_name, rid, None, ranks, config_json, settings)
+    return _make_run(
+        project, run_name, rid, run_dir, ranks, None, config_json, settings, host, env,
+        job_id, job_source,
+    )
+
+
+def _inert(project, name, rid, run_dir, ranks: RankInfo, config, settings: Settings) -> Run:
+    return Run(
+        project=project, name=name, run_id=rid, run_dir=run_dir, rank=ranks.rank,
+        local_rank=ranks.local_rank, world_size=ranks.world_size, session=0, config=config,
+        is_logging=False, timing_all_ranks=settings.timing_all_ranks, strict=settings.strict,
+        make_writer=None,
+    )
+
+
+def _wait_for(run_dir: str, wait_s: float) -> bool:
+    """Poll for rank 0's run.json; True once it exists, False after ``wait_s`` seconds."""
+    deadline = time.monotonic() + wait_s
+    delay = 0.02
+    path = os.path.join(run_dir, RUN_JSON)
+    while True:
+        if os.path.exists(path):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+        delay = min(delay * 1.5, 0.5)
+
+
+def _open_rank0(project, name, rid, how, job_id, job_source, project_dir, ranks, config,
+                settings: Settings, host, env) -> Run:
+    try:
+        os.makedirs(project_dir, exist_ok=True)
+    except OSError as err:
+        raise type(err)(err.errno, f"nblog: cannot create the project folder {project_dir}: {err.strerror}") from None
+    if not os.access(project_dir, os.W_OK | os.X_OK):
+        raise PermissionError(f"nblog: the project folder {project_dir} is not writable")
+    for _attempt in range(100):
+        run_dir = os.path.join(project_dir, rid)
+        exists = os.path.isdir(run_dir)
+        if not exists:
+            if settings.resume == "must":
+                raise FileNotFoundError(
+                    f"nblog: resume='must' but run {rid!r} does not exist in {project_dir}"
+                )
+            try:
+                os.mkdir(run_dir)
+                break
+            except FileExistsError:
+                exists = True
+            except OSError as err:
+                raise type(err)(err.errno, f"nblog: cannot create the run folder {run_dir}: {err.strerror}") from None
+        if how == "random":  # a collision of random ids: draw again
+            rid = random_run_id(name)
+            continue
+        if how == "explicit" and settings.resume is None:
+            raise FileExistsError(
+                f"nblog: run {rid!r} already exists in {project_dir}; pass resume='auto' "
+                "(or set NB_RESUME=auto) to continue it in a new session"
+            )
+        if how == "derived":
+            log.info("nblog: run %s exists for this job id: continuing it in a new session", rid)
+        break
+    else:
+        raise FileExistsError(f"nblog: could not find a free run id in {project_dir}")
+
+    old = read_run_json(run_dir) if exists else None
+    sessions = list(old.get("sessions", [])) if old else []
+    session = next_session(run_dir, 0, at_least=max((s.get("session", -1) for s in sessions), default=-1) + 1)
+    now = time.time()
+    entry = {
+        "session": session,
+        "start": now,
+        "host": host,
+        "pid": os.getpid(),
+        "first_step": None,
+        "end": None,
+        "end_reason": None,
+        "world_size": ranks.world_size,
+        "restart_counts": {k: env[k] for k in _RESTART_VARS if k in env},
+    }
+    hosts = list(old.get("hosts", [])) if old else []
+    if host not in hosts:
+        hosts.append(host)
+    data = {
+        "format_version": F.FORMAT_VERSION,
+        "nblog_version": __version__,
+        "project": project,
+        "id": rid,
+        "name": name,
+        "config": config if (config or not old) else old.get("config", {}),
+        "created": old.get("created", now) if old else now,
+        "world_size": ranks.world_size,
+        "launcher": ranks.launcher,
+        "job_id": job_id,
+        "job_id_source": job_source,
+        "run_id_source": how,
+        "hosts": hosts,
+        "status": "running",
+        "sessions": sessions + [entry],
+        "settings": settings.to_json(),
+    }
+    runfile = RunFile(run_dir, data)
+    run = _make_run(project, name, rid, run_dir, ranks, runfile, config, settings, host, env,
+                    job_id, job_source, session=session)
+    try:
+        runfile.save()
+    except OSError as err:
+        raise type(err)(err.errno, f"nblog: cannot write {runfile.path}: {err.strerror}") from None
+    return run
+
+
+def _make_run(project, name, rid, run_dir, ranks: RankInfo, runfile: RunFile | None, config,
+              settings: Settings, host, env, job_id, job_source, session: int | None = None) -> Run:
+    is_logging = ranks.rank == 0
+    t0 = time.monotonic_ns()
+    wall0 = time.time()
+
+    def make_writer(run: Run) -> Writer:
+        if run.rank != 0:  # numbered after this rank's own files and rank 0's sessions
+            known = read_run_json(run_dir) or {}
+            latest = max((s.get("session", 0) for s in known.get("sessions", [])), default=0)
+            run.session = next_session(run_dir, run.rank, at_least=latest)
+        header = {
+            "format_version": F.FORMAT_VERSION,
+            "nblog_version": __version__,
+            "project": project,
+            "run_id": rid,
+            "rank": run.rank,
+            "local_rank": run.local_rank,
+            "world_size": run.world_size,
+            "session": run.session,
+            "host": host,
+            "pid": os.getpid(),
+            "wall_start": wall0,
+            "monotonic_start_ns": run._t0,
+            "launcher": ranks.launcher,
+            "job_id": job_id,
+            "job_id_source": job_source,
+            "restart_counts": {k: env[k] for k in _RESTART_VARS if k in env},
+        }
+        on_first = None
+        if runfile is not None:
+            def on_first(step: int, _s=run.session) -> None:
+                runfile.update_session(_s, first_step=step)
+        return Writer(
+            os.path.join(run_dir, event_file_name(run.rank, run.session)),
+            header,
+            flush_interval=settings.flush_interval,
+            heartbeat_interval=settings.heartbeat_s,
+            on_first_step=on_first,
+            buffers=(run._points, run._texts, run._media, run._tag_defs),
+        )
+
+    run = Run(
+        project=project, name=name, run_id=rid, run_dir=run_dir, rank=ranks.rank,
+        local_rank=ranks.local_rank, world_size=ranks.world_size,
+        session=session if session is not None else 0, config=config, is_logging=is_logging,
+        timing_all_ranks=settings.timing_all_ranks, strict=settings.strict,
+        make_writer=make_writer,
+    )
+    run._t0 = t0
+    if runfile is not None:
+        def finalize(status: str, reason: str | None, _s=run.session) -> None:
+            try:
+                runfile.update_session(_s, status=status, end=time.time(), end_reason=reason)
+            except OSError as err:
+                log.warning("nblog: cannot update %s: %s", runfile.path, err)
+        run._finalize = finalize
+    if is_logging:
+        run._ensure_writer()
+    if ranks.local_rank == 0 and settings.system:
+        from ._system import start_sampler
+
+        start_sampler(run, settings.system, settings.system_interval, env)
+    _lifecycle.register(run)
+    return run

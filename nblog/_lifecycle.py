@@ -1,0 +1,96 @@
+"""Flushing at exit, on uncaught exceptions and on SIGTERM; going inert after fork.
+
+Every live Run is registered here. Hooks are installed once, on the first ``init``:
+- ``atexit``: finish every run (status "finished").
+- ``sys.excepthook``: an uncaught exception finishes runs with status "failed", then
+  the previous hook runs.
+- SIGTERM (Slurm preemption, torchrun stopping workers), main thread only: flush every
+  run within 1 s, then the previous handler runs. If that was the default action, the
+  runs are closed (session end reason "SIGTERM") and the signal is raised again, so the
+  process still dies of SIGTERM. A handler of the user's (checkpoint and go on) runs
+  as before.
+- ``os.register_at_fork``: in a child (DataLoader workers) every run becomes a no-op
+  and never writes into the parent's files.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import signal
+import sys
+import threading
+import weakref
+
+log = logging.getLogger("nblog")
+
+_runs: weakref.WeakSet = weakref.WeakSet()
+_installed = False
+_previous_sigterm = None
+_previous_excepthook = None
+_failed = False
+
+
+def register(run) -> None:
+    """Track ``run`` for the exit, exception, signal and fork hooks."""
+    global _installed
+    _runs.add(run)
+    if not _installed:
+        _installed = True
+        _install()
+
+
+def _live():
+    return [r for r in list(_runs) if not r._finished]
+
+
+def _install() -> None:
+    global _previous_excepthook, _previous_sigterm
+    atexit.register(_at_exit)
+    _previous_excepthook = sys.excepthook
+    sys.excepthook = _excepthook
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+    if threading.current_thread() is threading.main_thread():
+        try:
+            _previous_sigterm = signal.getsignal(signal.SIGTERM)
+            signal.signal(signal.SIGTERM, _on_sigterm)
+        except (ValueError, OSError) as err:
+            log.info("nblog: cannot install a SIGTERM handler: %s", err)
+
+
+def _at_exit() -> None:
+    for run in _live():
+        run.finish("failed" if _failed else "finished")
+
+
+def _excepthook(exc_type, exc, tb) -> None:
+    global _failed
+    if not issubclass(exc_type, KeyboardInterrupt):
+        _failed = True
+    for run in _live():
+        try:
+            run.finish("failed", reason=exc_type.__name__)
+        except Exception as err:
+            log.warning("nblog: could not finish %r: %r", run, err)
+    hook = _previous_excepthook or sys.__excepthook__
+    hook(exc_type, exc, tb)
+
+
+def _on_sigterm(signum, frame) -> None:
+    previous = _previous_sigterm
+    if previous in (signal.SIG_DFL, None):
+        for run in _live():
+            run.finish("running", reason="SIGTERM")
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
+    for run in _live():
+        run.flush(timeout=1.0)
+    if callable(previous):
+        previous(signum, frame)
+
+
+def _after_fork_in_child() -> None:
+    for run in list(_runs):
+        run._forked()

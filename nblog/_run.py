@@ -1,0 +1,488 @@
+"""The Run object: the logging calls a training loop makes.
+
+The caller's thread does O(1) work per call: check the step, look up the tag's id,
+convert the value with ``float()``, and append a packed 24-byte record to a buffer
+that the writer thread drains (``_writer``). On ranks that do not log, the ``add_*``
+methods are replaced once, at creation, by functions that do nothing (or only
+remember the step, which timers and system samples use).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable
+from functools import wraps
+
+from . import _format as F
+from ._errors import StrictModeError
+from ._writer import Writer
+
+log = logging.getLogger("nblog")
+
+_mono_ns = time.monotonic_ns
+_perf = time.perf_counter
+_pack = F.POINT.pack
+_NBLOG_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _noop(*args, **kwargs) -> None:
+    """Does nothing: bound in place of logging calls on ranks that do not log."""
+
+
+class _NoTimer:
+    """The timer of a rank that does not time: a reusable no-op context manager."""
+
+    __slots__ = ()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+    def __call__(self, fn: Callable) -> Callable:
+        return fn
+
+
+_NO_TIMER = _NoTimer()
+
+
+class Timer:
+    """Times a block or a function in seconds (``time.perf_counter``) at a step.
+
+    Made by :meth:`Run.timer`. Each ``with`` block or decorated call logs one point
+    (tag = the timer's name, value = seconds) at ``step``, or at the run's current
+    step (the last step passed to or counted by ``add_scalar``). Re-entrant use of the
+    same object from several threads is not supported; create one per use.
+    """
+
+    __slots__ = ("_run", "_tid", "_step", "_t0")
+
+    def __init__(self, run: Run, tid: int, step: int | None):
+        self._run = run
+        self._tid = tid
+        self._step = step
+        self._t0 = 0.0
+
+    def __enter__(self) -> Timer:
+        self._t0 = _perf()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        seconds = _perf() - self._t0
+        run = self._run
+        step = run._step if self._step is None else self._step
+        try:
+            run._points += _pack(
+                step, seconds, self._tid, (_mono_ns() - run._t0) // 1_000_000 & 0xFFFFFFFF
+            )
+        except Exception as err:  # a step out of range, never an error into training
+            run._internal(err)
+
+    def __call__(self, fn: Callable) -> Callable:
+        run, tid, step = self._run, self._tid, self._step
+
+        @wraps(fn)
+        def timed(*args, **kwargs):
+            with Timer(run, tid, step):
+                return fn(*args, **kwargs)
+
+        return timed
+
+
+class Run:
+    """One process's handle on a run; returned by :func:`nblog.init`.
+
+    Attributes:
+        id: the run id (``""`` on a non-zero rank that could not learn it).
+        dir: the run folder, or None where this rank knows none.
+        project, name: as given to ``init``.
+        rank, local_rank, world_size: from the launcher (local_rank may be None).
+        session: this process's session number (0 for a new run, then 1, 2, ...).
+        config: the config as stored in ``run.json`` (a dict).
+        is_logging: True if this rank writes scalars, text and media (rank 0).
+
+    Thread-safe: ``add_*`` and timers may be called from several threads.
+    """
+
+    def __init__(
+        self,
+        *,
+        project: str,
+        name: str | None,
+        run_id: str,
+        run_dir: str | None,
+        rank: int,
+        local_rank: int | None,
+        world_size: int,
+        session: int,
+        config: dict,
+        is_logging: bool,
+        timing_all_ranks: bool,
+        strict: bool,
+        make_writer: Callable[[Run], Writer | None] | None,
+    ):
+        self.project = project
+        self.name = name
+        self.id = run_id
+        self.dir = run_dir
+        self.rank = rank
+        self.local_rank = local_rank
+        self.world_size = world_size
+        self.session = session
+        self.config = config
+        self.is_logging = is_logging
+        self._timing_all_ranks = timing_all_ranks
+        self._strict = strict
+        self._make_writer = make_writer
+        self._writer: Writer | None = None
+        self._finished = False
+        self._t0 = _mono_ns()
+        self._step = 0  # the current step: last one given to or counted by add_scalar
+        self._counter = 0  # the next step used when add_scalar gets no step
+        self._points = bytearray()
+        self._texts: list = []
+        self._media: list = []
+        self._tag_defs: list = []
+        self._next_tid = itertools.count().__next__
+        self._tids: dict[str, int] = {}
+        self._timer_tids: dict[str, int] = {}
+        self._text_tids: dict[str, int] = {}
+        self._system_tids: dict[str, int] = {}
+        self._warned: set = set()
+        self._dropped_before_writer: dict[str, int] = {}
+        self._on_finish: list[Callable[[], None]] = []
+        can_time = run_dir is not None and make_writer is not None
+        if not is_logging:
+            if can_time:
+                self.add_scalar = self._remember_step  # timers need the current step
+            else:
+                self.add_scalar = _noop
+            self.add_text = _noop
+        if make_writer is None:
+            self.timer = lambda *a, **k: _NO_TIMER
+
+    # -- logging calls -------------------------------------------------------------
+
+    def add_scalar(self, tag, value=None, step=None) -> None:
+        """Log one scalar, or a dict of them, at ``step``. Rank 0 only; never raises.
+
+        Two forms: ``add_scalar("train/loss", 0.5, step=10)`` (as
+        torch.utils.tensorboard's ``SummaryWriter.add_scalar``) and
+        ``add_scalar({"train/loss": 0.5, "lr": 1e-3}, step=10)``.
+
+        Args:
+            tag: a non-empty ``str`` without NUL, at most 1024 characters, kept byte
+                for byte (``/`` groups tags in viewers); or a dict of tag → value.
+            value: int, float, bool, numpy scalar, 0-d array or tensor, or anything with
+                ``__float__``. NaN and ±inf are kept exactly.
+            step: a non-negative int; None uses the run's own counter, which each call
+                without a step advances by one.
+
+        A bad tag, value or step is skipped with one warning per (call site, tag) and
+        counted in the session; with ``NB_STRICT=1`` it raises ``StrictModeError``.
+        On other ranks this returns at once.
+        """
+        try:
+            if step is None:
+                step = self._counter
+                self._counter = step + 1
+            elif step.__class__ is not int or step < 0:
+                step = self._check_step(step, tag)
+                if step is None:
+                    return
+            self._step = step
+            if tag.__class__ is str:
+                tid = self._tids.get(tag)
+                if tid is None:
+                    tid = self._intern(self._tids, tag, F.KIND_SCALAR)
+                    if tid is None:
+                        return
+                if value.__class__ is not float:
+                    value = self._to_float(value, tag)
+                    if value is None:
+                        return
+                self._points += _pack(
+                    step, value, tid, (_mono_ns() - self._t0) // 1_000_000 & 0xFFFFFFFF
+                )
+            elif isinstance(tag, dict):
+                self._add_dict(tag, step)
+            else:
+                self._reject("bad_tag", tag, f"tag must be a str or a dict, got {type(tag).__name__}")
+        except StrictModeError:
+            raise
+        except Exception as err:
+            self._internal(err)
+
+    def _add_dict(self, values: dict, step: int) -> None:
+        ms = (_mono_ns() - self._t0) // 1_000_000 & 0xFFFFFFFF
+        out = bytearray()
+        tids = self._tids
+        for tag, value in values.items():
+            tid = tids.get(tag) if tag.__class__ is str else None
+            if tid is None:
+                tid = self._intern(tids, tag, F.KIND_SCALAR)
+                if tid is None:
+                    continue
+            if value.__class__ is not float:
+                value = self._to_float(value, tag)
+                if value is None:
+                    continue
+            out += _pack(step, value, tid, ms)
+        self._points += out
+
+    def _remember_step(self, tag=None, value=None, step=None) -> None:
+        """add_scalar on a rank that does not log scalars but times: keep the step."""
+        if step is None:
+            step = self._counter
+            self._counter = step + 1
+        self._step = step
+
+    def add_text(self, tag: str, text: str, step: int | None = None) -> None:
+        """Log a text (any ``str``, up to 16 MiB of UTF-8) at ``step``. Rank 0 only.
+
+        ``step=None`` uses the current step (the last one of ``add_scalar``), without
+        advancing the counter. Bad input follows the same rule as ``add_scalar``.
+        """
+        try:
+            if step is None:
+                step = self._step
+            elif step.__class__ is not int or step < 0:
+                step = self._check_step(step, tag)
+                if step is None:
+                    return
+            tid = self._text_tids.get(tag) if tag.__class__ is str else None
+            if tid is None:
+                tid = self._intern(self._text_tids, tag, F.KIND_TEXT)
+                if tid is None:
+                    return
+            if text.__class__ is not str:
+                self._reject("bad_value", tag, f"text must be a str, got {type(text).__name__}")
+                return
+            if len(text) > (16 << 20):
+                self._reject("bad_value", tag, "text longer than 16 MiB")
+                return
+            self._texts.append((step, tid, (_mono_ns() - self._t0) // 1_000_000 & 0xFFFFFFFF, text))
+        except StrictModeError:
+            raise
+        except Exception as err:
+            self._internal(err)
+
+    def timer(self, name: str, step: int | None = None, all_ranks: bool | None = None):
+        """A context manager and decorator that logs seconds spent under tag ``name``.
+
+        Args:
+            name: the timer's tag (same rules as a scalar tag; its own namespace).
+            step: the step to log at; None means the run's current step at exit.
+            all_ranks: log on every rank into its own event log, with no communication
+                between ranks. None follows ``init(timing_all_ranks=...)``; by default
+                only rank 0 times.
+
+        Returns:
+            A :class:`Timer`, or a no-op context manager where this rank does not time.
+        """
+        try:
+            if not (self.is_logging or all_ranks or (all_ranks is None and self._timing_all_ranks)):
+                return _NO_TIMER
+            if self._writer is None and not self._ensure_writer():
+                return _NO_TIMER
+            tid = self._timer_tids.get(name) if name.__class__ is str else None
+            if tid is None:
+                tid = self._intern(self._timer_tids, name, F.KIND_TIMER)
+                if tid is None:
+                    return _NO_TIMER
+            if step is not None and (step.__class__ is not int or step < 0):
+                step = self._check_step(step, name)
+                if step is None:
+                    return _NO_TIMER
+            return Timer(self, tid, step)
+        except StrictModeError:
+            raise
+        except Exception as err:
+            self._internal(err)
+            return _NO_TIMER
+
+    def _log_system(self, values: dict[str, float], wall: float | None = None) -> None:
+        """Log system metrics (tag → value) at the current step. Used by the sampler."""
+        if self._writer is None and not self._ensure_writer():
+            return
+        ms = (_mono_ns() - self._t0) // 1_000_000 & 0xFFFFFFFF
+        out = bytearray()
+        step = self._step
+        for tag, value in values.items():
+            tid = self._system_tids.get(tag)
+            if tid is None:
+                tid = self._intern(self._system_tids, tag, F.KIND_SYSTEM)
+                if tid is None:
+                    continue
+            out += _pack(step, float(value), tid, ms)
+        self._points += out
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Write everything logged so far to disk before returning (a real barrier).
+
+        Waits at most ``timeout`` seconds (None: as long as it takes).
+        """
+        if self._writer is not None:
+            self._writer.flush(timeout)
+
+    def finish(self, status: str = "finished", *, reason: str | None = None) -> None:
+        """Flush, close this session's files and (rank 0) record ``status`` in run.json.
+
+        Idempotent: later calls do nothing. Also run at interpreter exit, on an uncaught
+        exception (status "failed") and when leaving a ``with`` block.
+        """
+        if self._finished:
+            return
+        self._finished = True
+        for fn in self._on_finish:
+            try:
+                fn()
+            except Exception as err:
+                self._internal(err)
+        self._disable()
+        if self._writer is not None:
+            self._writer.close({"status": status, "reason": reason, "wall": time.time()})
+        self._finalize(status, reason)
+
+    def _finalize(self, status: str, reason: str | None) -> None:
+        """Hook for init: record the end in run.json (rank 0). Replaced per instance."""
+
+    def _disable(self) -> None:
+        self.add_scalar = _noop
+        self.add_text = _noop
+        self.timer = lambda *a, **k: _NO_TIMER
+
+    def _forked(self) -> None:
+        """In a child forked from this process: become a no-op, never touch the files."""
+        self._finished = True
+        self._disable()
+        if self._writer is not None:
+            self._writer.forget()
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self.finish("failed" if exc_type is not None and not issubclass(exc_type, KeyboardInterrupt) else "finished")
+
+    def __repr__(self) -> str:
+        return f"<nblog.Run id={self.id!r} rank={self.rank} session={self.session} dir={self.dir!r}>"
+
+    # -- slow paths ----------------------------------------------------------------
+
+    def _ensure_writer(self) -> bool:
+        if self._writer is not None:
+            return True
+        if self._make_writer is None or self._finished:
+            return False
+        try:
+            self._writer = self._make_writer(self)
+        except OSError as err:
+            self._make_writer = None
+            self._warn_once(("writer",), f"nblog: cannot create the event log: {err}; nothing more is logged on this rank")
+            return False
+        if self._writer is None:
+            self._make_writer = None
+            return False
+        for k, v in self._dropped_before_writer.items():
+            self._writer.dropped[k] += v
+        return True
+
+    def _intern(self, table: dict, tag: object, kind: int) -> int | None:
+        if tag.__class__ is not str and not isinstance(tag, str):
+            self._reject("bad_tag", tag, f"tag must be a non-empty str, got {type(tag).__name__}")
+            return None
+        if not tag:
+            self._reject("bad_tag", tag, "tag must not be empty")
+            return None
+        if "\0" in tag:
+            self._reject("bad_tag", tag, "tag must not contain NUL")
+            return None
+        if len(tag) > F.MAX_TAG_CHARS:
+            self._reject("bad_tag", tag, f"tag longer than {F.MAX_TAG_CHARS} characters")
+            return None
+        tag = str(tag)
+        tid = table.get(tag)
+        if tid is None:
+            tid = self._next_tid()
+            self._tag_defs.append((tid, kind, tag))
+            table[tag] = tid
+        return tid
+
+    def _to_float(self, value: object, tag: object) -> float | None:
+        cls = value.__class__
+        if cls is int or cls is bool:
+            try:
+                return float(value)
+            except OverflowError:
+                self._reject("bad_value", tag, f"value {value!r} is too large for a float")
+                return None
+        if value is None or isinstance(value, (str, bytes, bytearray)):
+            self._reject("bad_value", tag, f"value must be a number, got {type(value).__name__}")
+            return None
+        try:
+            return float(value)
+        except Exception as err:
+            self._reject("bad_value", tag, f"value of type {type(value).__name__} is not a number: {err}")
+            return None
+
+    def _check_step(self, step: object, tag: object) -> int | None:
+        if isinstance(step, bool):
+            self._reject("bad_step", tag, "step must be an int, got bool")
+            return None
+        if not isinstance(step, int):
+            try:
+                index = step.__index__  # numpy and torch integers
+            except AttributeError:
+                self._reject("bad_step", tag, f"step must be a non-negative int, got {type(step).__name__}")
+                return None
+            try:
+                step = int(index())
+            except Exception:
+                self._reject("bad_step", tag, f"step {step!r} is not an integer")
+                return None
+        if not 0 <= step < (1 << 63):
+            self._reject("bad_step", tag, f"step must be in [0, 2**63), got {step}")
+            return None
+        return step
+
+    def _reject(self, counter: str, tag: object, message: str) -> None:
+        """Bad data: count it, warn once per (call site, tag); raise if strict."""
+        if self._strict:
+            raise StrictModeError(f"nblog: {message} (tag {tag!r})", tag=tag)
+        if self._writer is not None:
+            self._writer.dropped[counter] += 1
+        else:
+            self._dropped_before_writer[counter] = self._dropped_before_writer.get(counter, 0) + 1
+        try:
+            key = (_call_site(), repr(tag)[:200])
+        except Exception:
+            key = ("?", "?")
+        if key not in self._warned:
+            self._warned.add(key)
+            log.warning("nblog: %s (tag %.200r at %s); the point is skipped", message, tag, key[0])
+
+    def _internal(self, err: Exception) -> None:
+        self._warn_once(("internal", type(err)), f"nblog: internal error, point skipped: {err!r}")
+        if self._writer is not None:
+            self._writer.dropped["internal"] += 1
+
+    def _warn_once(self, key: tuple, message: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            log.warning(message)
+
+
+def _call_site() -> str:
+    """``file:line`` of the first frame outside nblog (the user's logging call)."""
+    f = sys._getframe(1)
+    while f is not None and os.path.dirname(os.path.abspath(f.f_code.co_filename)) == _NBLOG_DIR:
+        f = f.f_back
+    return f"{f.f_code.co_filename}:{f.f_lineno}" if f is not None else "?"

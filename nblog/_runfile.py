@@ -1,0 +1,157 @@
+"""``run.json``: written only by rank 0, always atomically (temp file + rename).
+
+Also the config normaliser (anything a user passes as ``config=`` becomes JSON) and
+the session numbering of event logs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import re
+import secrets
+import threading
+from collections.abc import Mapping
+
+from ._writer import create_exclusive
+
+RUN_JSON = "run.json"
+_EVENT_FILE = re.compile(r"^events\.r(\d+)\.s(\d+)\.log$")
+
+
+def event_file_name(rank: int, session: int) -> str:
+    """``events.r<rank>.s<session>.log``."""
+    return f"events.r{rank}.s{session}.log"
+
+
+def parse_event_file_name(name: str) -> tuple[int, int] | None:
+    """``(rank, session)`` of an event log name, or None for any other file."""
+    m = _EVENT_FILE.match(name)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def next_session(run_dir: str, rank: int, at_least: int = 0) -> int:
+    """The first session number of ``rank`` after every event log already in ``run_dir``."""
+    n = at_least
+    try:
+        names = os.listdir(run_dir)
+    except OSError:
+        return n
+    for name in names:
+        rs = parse_event_file_name(name)
+        if rs and rs[0] == rank:
+            n = max(n, rs[1] + 1)
+    return n
+
+
+def to_json_config(config: object) -> dict:
+    """Normalise ``config`` into a JSON-able dict.
+
+    Accepts a mapping, a dataclass instance, an ``argparse.Namespace``, an object with
+    ``to_dict()``, or an OmegaConf container. Values that are not JSON-able are stored
+    as their ``repr``; reference cycles become the string ``"<cycle>"``.
+
+    Raises:
+        TypeError: ``config`` is none of the accepted kinds.
+    """
+    if config is None:
+        return {}
+    if type(config).__module__.startswith("omegaconf"):
+        from omegaconf import OmegaConf  # only when the user passed one
+
+        config = OmegaConf.to_container(config, resolve=True)
+    elif dataclasses.is_dataclass(config) and not isinstance(config, type):
+        config = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
+    elif isinstance(config, argparse.Namespace):
+        config = vars(config)
+    elif not isinstance(config, Mapping) and callable(getattr(config, "to_dict", None)):
+        config = config.to_dict()
+    if not isinstance(config, Mapping):
+        raise TypeError(
+            "config must be a mapping, dataclass, argparse.Namespace, an object with "
+            f"to_dict() or an OmegaConf container, got {type(config).__name__}"
+        )
+    return _jsonable(config, set())
+
+
+def _jsonable(obj: object, seen: set[int]) -> object:
+    if obj is None or isinstance(obj, (bool, int, str)):
+        return obj
+    if isinstance(obj, float):
+        return obj if obj == obj and obj not in (float("inf"), float("-inf")) else repr(obj)
+    if id(obj) in seen:
+        return "<cycle>"
+    if isinstance(obj, Mapping):
+        seen.add(id(obj))
+        out = {str(k): _jsonable(v, seen) for k, v in obj.items()}
+        seen.discard(id(obj))
+        return out
+    if isinstance(obj, (list, tuple)):
+        seen.add(id(obj))
+        out_list = [_jsonable(v, seen) for v in obj]
+        seen.discard(id(obj))
+        return out_list
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return _jsonable({f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}, seen)
+    return repr(obj)
+
+
+def write_json_atomic(path: str, data: dict) -> None:
+    """Write ``data`` to ``path`` through a temp file and ``os.replace``: never torn.
+
+    The temp file is created exclusively and never through a symbolic link.
+    """
+    folder = os.path.dirname(path) or "."
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    fd = create_exclusive(tmp, 0o666)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=1, allow_nan=False, default=repr)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def read_run_json(run_dir: str) -> dict | None:
+    """Return the parsed ``run.json`` of ``run_dir``, or None if missing or unreadable."""
+    try:
+        with open(os.path.join(run_dir, RUN_JSON), encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+class RunFile:
+    """Rank 0's in-memory ``run.json``; every update rewrites the file atomically.
+
+    Thread-safe: the writer thread records the first step while the main thread may
+    be finishing.
+    """
+
+    def __init__(self, run_dir: str, data: dict):
+        self.path = os.path.join(run_dir, RUN_JSON)
+        self.data = data
+        self._lock = threading.Lock()
+
+    def save(self) -> None:
+        with self._lock:
+            write_json_atomic(self.path, self.data)
+
+    def update_session(self, session: int, **changes: object) -> None:
+        """Set fields of session ``session`` (and the top-level ``status`` if given)."""
+        with self._lock:
+            status = changes.pop("status", None)
+            if status is not None:
+                self.data["status"] = status
+            for s in self.data.get("sessions", []):
+                if s.get("session") == session:
+                    s.update(changes)
+            write_json_atomic(self.path, self.data)
