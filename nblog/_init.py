@@ -228,6 +228,7 @@ def _open_rank0(project, name, rid, how, job_id, job_source, project_dir, ranks,
         "host": host,
         "pid": os.getpid(),
         "first_step": None,
+        "last_step": None,
         "end": None,
         "end_reason": None,
         "world_size": ranks.world_size,
@@ -293,16 +294,20 @@ def _make_run(project, name, rid, run_dir, ranks: RankInfo, runfile: RunFile | N
             "job_id_source": job_source,
             "restart_counts": {k: env[k] for k in _RESTART_VARS if k in env},
         }
-        on_first = None
+        on_first = on_progress = None
         if runfile is not None:
             def on_first(step: int, _s=run.session) -> None:
                 runfile.update_session(_s, first_step=step)
+
+            def on_progress(_s=run.session) -> None:
+                runfile.update_session(_s, last_step=run._step, updated=time.time())
         return Writer(
             os.path.join(run_dir, event_file_name(run.rank, run.session)),
             header,
             flush_interval=settings.flush_interval,
             heartbeat_interval=settings.heartbeat_s,
             on_first_step=on_first,
+            on_progress=on_progress,
             buffers=(run._points, run._texts, run._media, run._tag_defs),
         )
 
@@ -317,7 +322,9 @@ def _make_run(project, name, rid, run_dir, ranks: RankInfo, runfile: RunFile | N
     if runfile is not None:
         def finalize(status: str, reason: str | None, _s=run.session) -> None:
             try:
-                runfile.update_session(_s, status=status, end=time.time(), end_reason=reason)
+                runfile.update_session(
+                    _s, status=status, end=time.time(), end_reason=reason, last_step=run._step
+                )
             except OSError as err:
                 log.warning("nblog: cannot update %s: %s", runfile.path, err)
         run._finalize = finalize

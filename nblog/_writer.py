@@ -51,6 +51,8 @@ class Writer:
             non-system point or text drained (rank 0 records it in ``run.json``).
         buffers: ``(points, texts, media, tag_defs)`` to drain, when the caller made
             them before the writer (default: new empty ones).
+        on_progress: called in the writer thread every ``progress_interval`` seconds
+            (rank 0 records the last step in ``run.json``, so ``nb ls`` never reads events).
 
     Raises:
         OSError: the file cannot be created (exists, symbolic link, permissions).
@@ -65,6 +67,8 @@ class Writer:
         heartbeat_interval: float = 60.0,
         on_first_step: Callable[[int], None] | None = None,
         buffers: tuple[bytearray, list, list, list] | None = None,
+        on_progress: Callable[[], None] | None = None,
+        progress_interval: float = 30.0,
     ):
         self.path = path
         # The caller may have filled these before the writer existed (lazy creation).
@@ -75,12 +79,16 @@ class Writer:
         self._first_step_known = on_first_step is None
         self._flush_interval = flush_interval
         self._heartbeat = heartbeat_interval
+        self._on_progress = on_progress
+        self._progress_interval = progress_interval
+        self._last_progress = time.monotonic()
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = False
         self._closed = False
         self._dead = False  # set in a forked child: never touch the file again
         self._warned: set[str] = set()
+        self._t0_ns = int(header.get("monotonic_start_ns", time.monotonic_ns()))
         self._fd = create_exclusive(path)
         self._size = 0
         self._last_write = time.monotonic()
@@ -117,7 +125,9 @@ class Writer:
             if self._closed:
                 return
             self._drain()
-            self._write(F.json_frame(F.FRAME_END, {**end, "dropped": dict(self.dropped)}))
+            self._write(
+                F.json_frame(F.FRAME_END, {**end, "ms": self._ms(), "dropped": dict(self.dropped)})
+            )
             self._closed = True
             try:
                 os.close(self._fd)
@@ -159,8 +169,12 @@ class Writer:
                     return
                 try:
                     wrote = self._drain()
-                    if not wrote and time.monotonic() - self._last_write >= self._heartbeat:
+                    now = time.monotonic()
+                    if not wrote and now - self._last_write >= self._heartbeat:
                         self._write_stats({})
+                    if self._on_progress is not None and now - self._last_progress >= self._progress_interval:
+                        self._last_progress = now
+                        self._on_progress()
                 except Exception as exc:  # never let the thread die silently
                     self._warn_once("writer", f"nblog: writer error on {self.path}: {exc!r}")
 
@@ -231,10 +245,15 @@ class Writer:
     def _write_stats(self, extra: dict) -> None:
         self._write(
             F.json_frame(
-                F.FRAME_STATS, {"wall": time.time(), "dropped": dict(self.dropped), **extra}
+                F.FRAME_STATS,
+                {"wall": time.time(), "ms": self._ms(), "dropped": dict(self.dropped), **extra},
             ),
             "stats",
         )
+
+    def _ms(self) -> int:
+        """Milliseconds since the session's monotonic start (as in point records)."""
+        return (time.monotonic_ns() - self._t0_ns) // 1_000_000
 
     def _write(self, data: bytes, what: str = "header") -> bool:
         """Append ``data`` whole or not at all. Returns False (and warns once) on error."""

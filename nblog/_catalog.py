@@ -1,0 +1,170 @@
+"""Finding runs under a root: resolve a RUN argument, list runs for ``nb ls``.
+
+Listing reads ``run.json`` and file sizes and modification times only, never event
+contents, so it stays fast on thousands of runs.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+
+from ._errors import AmbiguousRunError, RunNotFoundError
+from ._runfile import RUN_JSON, parse_event_file_name, read_run_json
+
+STALE_AFTER_S = 180.0  # a "running" run with no write for this long is "stale" (3 heartbeats)
+
+
+def default_root(env: Mapping[str, str] | None = None) -> str:
+    """The root folder: ``$NB_DIR``, else ``./nb_runs``."""
+    env = os.environ if env is None else env
+    return env.get("NB_DIR") or "nb_runs"
+
+
+def _is_run_dir(path: str) -> bool:
+    if os.path.isfile(os.path.join(path, RUN_JSON)):
+        return True
+    try:
+        return any(parse_event_file_name(n) for n in os.listdir(path))
+    except OSError:
+        return False
+
+
+def _has_control(s: str) -> bool:
+    return any(ord(c) < 32 or 127 <= ord(c) < 160 for c in s)
+
+
+def resolve_run(query: str | os.PathLike, root: str | os.PathLike | None = None) -> str:
+    """Return the folder of the run ``query`` names.
+
+    ``query`` is a path to a run folder, a run id, ``project/run id``, or a unique
+    prefix of a run id, searched in ``<root>/*/``.
+
+    Raises:
+        RunNotFoundError: nothing matches (the message says where it looked).
+        AmbiguousRunError: a prefix matches several runs (``.candidates``).
+    """
+    q = os.fspath(query)
+    root = os.fspath(root) if root is not None else default_root()
+    if not q or "\0" in q or _has_control(q):
+        raise RunNotFoundError(q, root)
+    if os.path.isdir(q) and _is_run_dir(q):
+        return os.path.abspath(q)
+    parts = q.split("/")
+    if os.path.isabs(q) or ".." in parts or "\\" in q or len(parts) > 2 or "" in parts:
+        raise RunNotFoundError(q, root)
+    if len(parts) == 2:
+        path = os.path.join(root, parts[0], parts[1])
+        if os.path.isdir(path) and _is_run_dir(path):
+            return os.path.abspath(path)
+        project_dirs = [parts[0]]
+        q = parts[1]
+    else:
+        try:
+            project_dirs = sorted(os.listdir(root))
+        except OSError:
+            raise RunNotFoundError(q, os.path.abspath(root)) from None
+    exact, prefix = [], []
+    for project in project_dirs:
+        pdir = os.path.join(root, project)
+        try:
+            names = os.listdir(pdir)
+        except OSError:
+            continue
+        for name in names:
+            if name == q or name.startswith(q):
+                path = os.path.join(pdir, name)
+                if os.path.isdir(path) and _is_run_dir(path):
+                    (exact if name == q else prefix).append(path)
+    found = exact or prefix
+    if not found:
+        raise RunNotFoundError(q, os.path.abspath(root))
+    if len(found) > 1:
+        raise AmbiguousRunError(q, sorted(f"{os.path.basename(os.path.dirname(p))}/{os.path.basename(p)}" for p in found))
+    return os.path.abspath(found[0])
+
+
+def run_summary(run_dir: str, now: float | None = None, stale_after: float = STALE_AFTER_S) -> dict:
+    """One row of ``nb ls`` for ``run_dir``, from run.json and file metadata only.
+
+    Keys: id, project, name, status (running / finished / failed / stale), ranks
+    (ranks with event logs), world_size, sessions, last_step, started (unix seconds),
+    duration_s (active time: sessions added up, queue gaps left out), last_write
+    (unix seconds), size_bytes, path.
+    """
+    now = time.time() if now is None else now
+    meta = read_run_json(run_dir) or {}
+    ranks: set[int] = set()
+    last_write = 0.0
+    size = 0
+    try:
+        entries = list(os.scandir(run_dir))
+    except OSError:
+        entries = []
+    for e in entries:
+        rs = parse_event_file_name(e.name)
+        if rs is None and e.name != RUN_JSON and not e.name.startswith("media."):
+            continue
+        try:
+            st = e.stat()
+        except OSError:
+            continue
+        size += st.st_size
+        last_write = max(last_write, st.st_mtime)
+        if rs is not None:
+            ranks.add(rs[0])
+    sessions = meta.get("sessions") or []
+    status = meta.get("status") or "unknown"
+    if status == "running" and last_write and now - last_write > stale_after:
+        status = "stale"
+    duration = 0.0
+    last_step = None
+    for i, s in enumerate(sessions):
+        start = s.get("start")
+        if not isinstance(start, (int, float)):
+            continue
+        end = s.get("end")
+        if not isinstance(end, (int, float)):
+            end = last_write if i == len(sessions) - 1 else (s.get("updated") or start)
+        duration += max(0.0, float(end) - float(start))
+        if isinstance(s.get("last_step"), int):
+            last_step = s["last_step"]
+    return {
+        "id": meta.get("id") or os.path.basename(run_dir),
+        "project": meta.get("project") or os.path.basename(os.path.dirname(run_dir)),
+        "name": meta.get("name"),
+        "status": status,
+        "ranks": len(ranks),
+        "world_size": meta.get("world_size"),
+        "sessions": len(sessions),
+        "last_step": last_step,
+        "started": meta.get("created"),
+        "duration_s": round(duration, 3),
+        "last_write": last_write or None,
+        "size_bytes": size,
+        "path": os.path.abspath(run_dir),
+    }
+
+
+def list_runs(root: str | os.PathLike | None = None, project: str | None = None) -> list[dict]:
+    """Summaries (:func:`run_summary`) of every run under ``root``, newest first."""
+    root = os.fspath(root) if root is not None else default_root()
+    rows = []
+    try:
+        projects = [project] if project is not None else sorted(os.listdir(root))
+    except OSError:
+        return []
+    now = time.time()
+    for p in projects:
+        pdir = os.path.join(root, p)
+        try:
+            names = os.listdir(pdir)
+        except OSError:
+            continue
+        for name in names:
+            path = os.path.join(pdir, name)
+            if os.path.isdir(path) and _is_run_dir(path):
+                rows.append(run_summary(path, now))
+    rows.sort(key=lambda r: (r["started"] or 0.0, r["id"]), reverse=True)
+    return rows

@@ -1,0 +1,302 @@
+"""Incremental reading of one event log.
+
+:class:`LogFile` keeps the offset of the first byte it has not consumed. Each
+:meth:`LogFile.poll` reads only the bytes appended since, parses the complete frames
+among them and leaves a partial last frame for the next poll ("not written yet",
+as TensorBoard's event-file loader does). Corruption is kept apart from truncation:
+
+- a frame whose header fails its checksum is skipped up to the next ``NBF`` magic,
+  and its bytes are counted in ``skipped_bytes``;
+- a frame whose payload fails its checksum is skipped and counted when more data
+  follows it; at the very end of the file it counts as not yet written
+  (``pending_bytes``), which is also what a ``kill -9`` leaves behind.
+
+Point records are kept as raw payload bytes and decoded in bulk with numpy by
+:meth:`LogFile.points` (imported only then).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import zlib
+from dataclasses import dataclass, field
+
+from . import _format as F
+from ._errors import FormatVersionError
+
+log = logging.getLogger("nblog")
+_READ_LIMIT = 1 << 30  # bytes read per poll at most; the rest waits for the next poll
+
+
+@dataclass
+class Delta:
+    """What one :meth:`LogFile.poll` found: new frames' contents, in file order."""
+
+    points: list[bytes] = field(default_factory=list)  # POINTS payloads (24-byte records)
+    texts: list[tuple[int, int, int, str]] = field(default_factory=list)
+    media: list[tuple[int, int, int, int, int, dict]] = field(default_factory=list)
+    stats: list[dict] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.points or self.texts or self.media or self.stats)
+
+
+class LogFile:
+    """One ``events.r<rank>.s<session>.log``, read incrementally.
+
+    Attributes:
+        path: the file.
+        header: the session header (dict; empty until read).
+        tags: tag id → (kind, name).
+        texts, media, stats: every record of those kinds read so far, in file order.
+        end: the END frame (dict) once the session closed the file, else None.
+        first_step: the first step of a non-system record, once one was read.
+        max_ms: the largest session-relative millisecond seen (points, stats, end).
+        skipped_bytes: corrupt bytes skipped; unknown_frames: frames of unknown type.
+        pending_bytes: bytes at the end not parsed (yet): a torn or growing tail.
+    """
+
+    def __init__(self, path: str, keep: bool = True):
+        self.path = path
+        self.keep = keep
+        self.offset = 0
+        self.version: int | None = None
+        self.header: dict = {}
+        self.tags: dict[int, tuple[int, str]] = {}
+        self.chunks: list[bytes] = []
+        self.texts: list[tuple[int, int, int, str]] = []
+        self.media: list[tuple[int, int, int, int, int, dict]] = []
+        self.stats: list[dict] = []
+        self.machine: dict | None = None
+        self.end: dict | None = None
+        self.first_step: int | None = None
+        self.max_ms = 0
+        self.skipped_bytes = 0
+        self.unknown_frames = 0
+        self.pending_bytes = 0
+        self.size = 0
+        self._decoded = None  # cached numpy records of self.chunks
+        self._decoded_n = 0
+
+    # -- parsing -------------------------------------------------------------------
+
+    def poll(self) -> Delta:
+        """Read and parse what was appended since the last poll.
+
+        Raises:
+            FormatVersionError: the file was written by a newer format version.
+        """
+        delta = Delta()
+        try:
+            with open(self.path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                self.size = size
+                if size <= self.offset:
+                    return delta
+                f.seek(self.offset)
+                data = f.read(min(size - self.offset, _READ_LIMIT))
+        except FileNotFoundError:
+            return delta
+        pos = 0
+        if self.version is None:
+            if len(data) < F.FILE_HEADER.size:
+                self.pending_bytes = len(data)
+                return delta
+            magic, version, _flags = F.FILE_HEADER.unpack_from(data, 0)
+            if magic != F.FILE_MAGIC:
+                self.skipped_bytes += len(data)
+                self.offset += len(data)
+                self.version = -1
+                log.warning("nblog: %s is not an nb event log; skipped", self.path)
+                return delta
+            if version > F.FORMAT_VERSION:
+                raise FormatVersionError(self.path, version, F.FORMAT_VERSION)
+            self.version = version
+            pos = F.FILE_HEADER.size
+        if self.version == -1:
+            self.skipped_bytes += len(data)
+            self.offset += len(data)
+            return delta
+        pos = self._parse(data, pos, delta)
+        self.offset += pos
+        self.pending_bytes = len(data) - pos
+        return delta
+
+    def _parse(self, data: bytes, pos: int, delta: Delta) -> int:
+        end = len(data)
+        hsize = F.FRAME_HEADER_SIZE
+        view = memoryview(data)
+        crc32 = zlib.crc32
+        unpack = F.FRAME_HEADER.unpack_from
+        while end - pos >= hsize:
+            magic, kind, length, crc, hcrc = unpack(data, pos)
+            if magic != F.FRAME_MAGIC or crc32(view[pos : pos + 12]) != hcrc or length > F.MAX_FRAME_LENGTH:
+                nxt = data.find(F.FRAME_MAGIC, pos + 1)
+                if nxt < 0:
+                    return pos  # maybe garbage, maybe a header being written: keep for later
+                self.skipped_bytes += nxt - pos
+                pos = nxt
+                continue
+            stop = pos + hsize + length
+            if stop > end:
+                return pos  # torn or still being written
+            payload = view[pos + hsize : stop]
+            if crc32(payload) != crc:
+                if stop == end:
+                    return pos  # the last frame: treat as not yet written
+                self.skipped_bytes += stop - pos
+                pos = stop
+                continue
+            try:
+                self._frame(kind, payload, delta)
+            except (ValueError, UnicodeDecodeError) as err:
+                self.skipped_bytes += stop - pos
+                log.debug("nblog: bad frame in %s at %d: %s", self.path, self.offset + pos, err)
+            pos = stop
+        return pos
+
+    def _frame(self, kind: int, payload: memoryview, delta: Delta) -> None:
+        if kind == F.FRAME_POINTS:
+            if len(payload) % F.POINT_SIZE:
+                raise ValueError("points payload is not a whole number of records")
+            raw = payload.tobytes()
+            if self.first_step is None:
+                self._first_step_of(raw)
+            if raw:
+                last_ms = F.POINT.unpack_from(raw, len(raw) - F.POINT_SIZE)[3]
+                self.max_ms = max(self.max_ms, self._unwrap_ms(last_ms))
+            delta.points.append(raw)
+            if self.keep:
+                self.chunks.append(raw)
+        elif kind == F.FRAME_TAGS:
+            for tid, tkind, name in F.decode_tag_defs(payload.tobytes()):
+                self.tags[tid] = (tkind, name)
+        elif kind == F.FRAME_TEXT:
+            items = F.decode_texts(payload.tobytes())
+            if items and self.first_step is None:
+                self.first_step = items[0][0]
+            delta.texts.extend(items)
+            if self.keep:
+                self.texts.extend(items)
+        elif kind == F.FRAME_MEDIA:
+            items = F.decode_media(payload.tobytes())
+            if items and self.first_step is None:
+                self.first_step = items[0][0]
+            delta.media.extend(items)
+            if self.keep:
+                self.media.extend(items)
+        elif kind in (F.FRAME_STATS, F.FRAME_END, F.FRAME_SESSION):
+            obj = json.loads(payload.tobytes())
+            if not isinstance(obj, dict):
+                raise ValueError("JSON frame is not an object")
+            if kind == F.FRAME_SESSION:
+                self.header = obj
+                return
+            if isinstance(obj.get("ms"), int):
+                self.max_ms = max(self.max_ms, obj["ms"])
+            if kind == F.FRAME_END:
+                self.end = obj
+            else:
+                if isinstance(obj.get("machine"), dict):
+                    self.machine = obj["machine"]
+                delta.stats.append(obj)
+                if self.keep:
+                    self.stats.append(obj)
+        else:
+            self.unknown_frames += 1
+            if self.unknown_frames == 1:
+                log.warning(
+                    "nblog: %s has frames of a type this version does not know (%d); skipped",
+                    self.path,
+                    kind,
+                )
+
+    def _first_step_of(self, raw: bytes) -> None:
+        for step, _v, tid, _ms in F.POINT.iter_unpack(raw):
+            if self.tags.get(tid, (F.KIND_SCALAR, ""))[0] != F.KIND_SYSTEM:
+                self.first_step = step
+                return
+
+    def _unwrap_ms(self, ms: int) -> int:
+        """Place a u32 millisecond value after ``max_ms`` (undo the 2**32 wrap)."""
+        base = self.max_ms - (self.max_ms & 0xFFFFFFFF)
+        full = base + ms
+        if full < self.max_ms - (1 << 31):
+            full += 1 << 32
+        return full
+
+    # -- bulk decoding -------------------------------------------------------------
+
+    def points(self):
+        """All point records read so far as a numpy structured array.
+
+        Fields: ``step`` (int64), ``value`` (float64), ``tag`` (uint32 tag id),
+        ``ms`` (int64, unwrapped milliseconds since the session's start).
+        """
+        import numpy as np
+
+        if self._decoded is not None and self._decoded_n == len(self.chunks):
+            return self._decoded
+        dtype = np.dtype(F.NUMPY_POINT_DTYPE)
+        new = self.chunks[self._decoded_n :]
+        raw = np.frombuffer(b"".join(new), dtype=dtype) if new else np.empty(0, dtype)
+        out_dtype = np.dtype([("step", "<i8"), ("value", "<f8"), ("tag", "<u4"), ("ms", "<i8")])
+        part = np.empty(len(raw), out_dtype)
+        part["step"] = raw["step"]
+        part["value"] = raw["value"]
+        part["tag"] = raw["tag"]
+        prev = int(self._decoded["ms"][-1]) if self._decoded is not None and len(self._decoded) else 0
+        part["ms"] = _unwrap(raw["ms"], prev)
+        if self._decoded is not None and len(self._decoded):
+            part = np.concatenate([self._decoded, part])
+        self._decoded = part
+        self._decoded_n = len(self.chunks)
+        return part
+
+
+def _unwrap(ms32, start: int):
+    """Undo the 2**32 wrap of u32 milliseconds, continuing after ``start``."""
+    import numpy as np
+
+    ms = ms32.astype(np.int64)
+    if not len(ms):
+        return ms
+    base = start - (start & 0xFFFFFFFF)
+    prev = np.empty_like(ms)
+    prev[0] = start & 0xFFFFFFFF
+    prev[1:] = ms[:-1]
+    step = ms - prev
+    wraps = np.cumsum((step < -(1 << 31)).astype(np.int64) - (step > (1 << 31)).astype(np.int64))
+    return ms + base + wraps * (1 << 32)
+
+
+def read_header(path: str, limit: int = 1 << 16) -> dict:
+    """The session header of an event log, reading at most ``limit`` bytes; {} if none."""
+    lf = LogFile(path, keep=False)
+    try:
+        with open(path, "rb") as f:
+            data = f.read(limit)
+    except OSError:
+        return {}
+    if len(data) < F.FILE_HEADER.size or data[:4] != F.FILE_MAGIC:
+        return {}
+    lf.version = F.FILE_HEADER.unpack_from(data, 0)[1]
+    if lf.version > F.FORMAT_VERSION:
+        return {}
+    pos = F.FILE_HEADER.size
+    if len(data) - pos < F.FRAME_HEADER_SIZE:
+        return {}
+    magic, kind, length, crc, _h = F.FRAME_HEADER.unpack_from(data, pos)
+    stop = pos + F.FRAME_HEADER_SIZE + length
+    if magic != F.FRAME_MAGIC or kind != F.FRAME_SESSION or stop > len(data):
+        return {}
+    payload = data[pos + F.FRAME_HEADER_SIZE : stop]
+    if zlib.crc32(payload) != crc:
+        return {}
+    try:
+        obj = json.loads(payload)
+    except ValueError:
+        return {}
+    return obj if isinstance(obj, dict) else {}

@@ -1,0 +1,416 @@
+"""RunReader: a run's event logs into Polars frames, full resolution, every rank.
+
+Imports numpy and polars (``import nblog`` does not). Files are read incrementally:
+:meth:`RunReader.refresh` reads only what was appended since the last read, so the
+same reader serves one-off analysis, ``nb tail -f`` and the TUI.
+
+The hiding rule (SPEC §4): within one rank, a point of session *s* at a step ≥ the
+first step of any later session of that rank is hidden — a restart from a checkpoint
+gives a clean curve. System metrics are never hidden. ``include_hidden=True`` returns
+hidden points too, with a ``hidden`` column.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+import numpy as np
+import polars as pl
+
+from . import _format as F
+from ._catalog import resolve_run
+from ._logfile import LogFile, read_header
+from ._runfile import parse_event_file_name, read_run_json
+
+#: Columns of :meth:`RunReader.scalars` and :meth:`RunReader.timers` frames.
+POINT_SCHEMA = {
+    "rank": pl.Int32,
+    "session": pl.Int32,
+    "step": pl.Int64,
+    "tag": pl.String,
+    "value": pl.Float64,
+    "wall_time": pl.Float64,  # unix seconds
+    "active_time": pl.Float64,  # seconds of this rank's sessions so far, queue gaps left out
+}
+#: Columns of :meth:`RunReader.text` frames.
+TEXT_SCHEMA = {
+    "rank": pl.Int32,
+    "session": pl.Int32,
+    "step": pl.Int64,
+    "tag": pl.String,
+    "text": pl.String,
+    "wall_time": pl.Float64,
+}
+#: Columns of :meth:`RunReader.system` frames.
+SYSTEM_SCHEMA = {
+    "hostname": pl.String,
+    "rank": pl.Int32,
+    "session": pl.Int32,
+    "wall_time": pl.Float64,
+    "step": pl.Int64,
+    "tag": pl.String,
+    "value": pl.Float64,
+}
+_KINDS = {"scalar": F.KIND_SCALAR, "timer": F.KIND_TIMER, "system": F.KIND_SYSTEM, "text": F.KIND_TEXT, "media": F.KIND_MEDIA}
+
+
+def _as_tags(tags: str | Iterable[str] | None) -> set[str] | None:
+    if tags is None:
+        return None
+    if isinstance(tags, str):
+        return {tags}
+    return set(tags)
+
+
+class RunReader:
+    """Read one run.
+
+    Args:
+        run: a run id, a unique prefix of one, ``project/run id``, or a path to a run
+            folder.
+        root: where to look for ids (default ``$NB_DIR``, else ``./nb_runs``).
+
+    Raises:
+        RunNotFoundError, AmbiguousRunError: ``run`` names no run, or several.
+        FormatVersionError: (from the reading methods) a file of a newer format.
+
+    Readers tolerate torn tails (``kill -9``), empty files, files still being written,
+    unknown frame types (skipped, warned once) and corrupt frames (skipped, counted in
+    :meth:`sessions`). Frames come in file order: rank, then session, then as logged.
+    """
+
+    def __init__(self, run: str | os.PathLike, root: str | os.PathLike | None = None):
+        self.dir = resolve_run(run, root)
+        self._files: dict[tuple[int, int], LogFile] = {}
+        self._loaded_ranks: set[int] = set()
+        self._meta: dict | None = None
+
+    # -- metadata ------------------------------------------------------------------
+
+    @property
+    def meta(self) -> dict:
+        """The run's ``run.json`` (``{}`` if missing or unreadable)."""
+        if self._meta is None:
+            self._meta = read_run_json(self.dir) or {}
+        return self._meta
+
+    @property
+    def id(self) -> str:
+        return self.meta.get("id") or os.path.basename(self.dir)
+
+    @property
+    def project(self) -> str:
+        return self.meta.get("project") or os.path.basename(os.path.dirname(self.dir))
+
+    @property
+    def config(self) -> dict:
+        """The run's config as stored in ``run.json``."""
+        return self.meta.get("config") or {}
+
+    def _listing(self) -> dict[tuple[int, int], str]:
+        out = {}
+        try:
+            names = os.listdir(self.dir)
+        except OSError:
+            return out
+        for name in names:
+            rs = parse_event_file_name(name)
+            if rs is not None:
+                out[rs] = os.path.join(self.dir, name)
+        return out
+
+    def ranks(self) -> list[int]:
+        """Ranks that have at least one event log, ascending."""
+        return sorted({r for r, _ in self._listing()})
+
+    def refresh(self) -> bool:
+        """Re-read ``run.json`` and read what was appended to the loaded ranks' files
+        (and new session files of those ranks). Returns True if anything was new."""
+        self._meta = None
+        changed = False
+        listing = self._listing()
+        for key, path in listing.items():
+            if key[0] in self._loaded_ranks and key not in self._files:
+                self._files[key] = LogFile(path)
+        for key, lf in sorted(self._files.items()):
+            before = (lf.offset, len(lf.tags))
+            lf.poll()
+            changed |= (lf.offset, len(lf.tags)) != before
+        return changed
+
+    def _rank_files(self, rank: int) -> list[tuple[int, LogFile]]:
+        if rank not in self._loaded_ranks:
+            self._loaded_ranks.add(rank)
+            for (r, s), path in sorted(self._listing().items()):
+                if r == rank and (r, s) not in self._files:
+                    lf = LogFile(path)
+                    lf.poll()
+                    self._files[(r, s)] = lf
+        return sorted((s, lf) for (r, s), lf in self._files.items() if r == rank)
+
+    def files(self, rank: int = 0) -> list[LogFile]:
+        """The loaded :class:`~nblog._logfile.LogFile` of each session of ``rank``."""
+        return [lf for _s, lf in self._rank_files(rank)]
+
+    def _thresholds(self, files: list[tuple[int, LogFile]]) -> dict[int, int | None]:
+        """Per session: the smallest first step of a later session (None: hides nothing)."""
+        out: dict[int, int | None] = {}
+        best: int | None = None
+        for s, lf in reversed(files):
+            out[s] = best
+            if lf.first_step is not None:
+                best = lf.first_step if best is None else min(best, lf.first_step)
+        return out
+
+    def _offsets(self, files: list[tuple[int, LogFile]]) -> dict[int, float]:
+        """Per session: seconds of this rank's earlier sessions (for active time)."""
+        out, total = {}, 0.0
+        for s, lf in files:
+            out[s] = total
+            total += lf.max_ms / 1000.0
+        return out
+
+    def sessions(self, rank: int = 0) -> list[dict]:
+        """One dict per session of ``rank``: session, path, size_bytes, host, pid,
+        wall_start, first_step, points, hidden_points, end (the END frame or None),
+        dropped (counters), skipped_bytes, pending_bytes, unknown_frames, restart_counts."""
+        files = self._rank_files(rank)
+        thresholds = self._thresholds(files)
+        out = []
+        for s, lf in files:
+            pts = lf.points()
+            kinds = self._kinds(lf)
+            nonsys = pts[kinds[pts["tag"]] != F.KIND_SYSTEM] if len(pts) else pts
+            t = thresholds[s]
+            hidden = int((nonsys["step"] >= t).sum()) if t is not None and len(nonsys) else 0
+            if t is not None:
+                hidden += sum(1 for x in lf.texts if x[0] >= t) + sum(1 for x in lf.media if x[0] >= t)
+            dropped = (lf.end or (lf.stats[-1] if lf.stats else {})).get("dropped") or {}
+            out.append(
+                {
+                    "session": s,
+                    "path": lf.path,
+                    "size_bytes": lf.size,
+                    "host": lf.header.get("host"),
+                    "pid": lf.header.get("pid"),
+                    "wall_start": lf.header.get("wall_start"),
+                    "duration_s": lf.max_ms / 1000.0,
+                    "first_step": lf.first_step,
+                    "last_step": int(nonsys["step"][-1]) if len(nonsys) else None,
+                    "points": int(len(nonsys)),
+                    "hidden_points": hidden,
+                    "end": lf.end,
+                    "dropped": dropped,
+                    "skipped_bytes": lf.skipped_bytes,
+                    "pending_bytes": lf.pending_bytes,
+                    "unknown_frames": lf.unknown_frames,
+                    "restart_counts": lf.header.get("restart_counts") or {},
+                }
+            )
+        return out
+
+    def tags(self, rank: int = 0, kind: str | None = "scalar") -> list[str]:
+        """Sorted tag names of ``rank`` of one kind ("scalar", "timer", "system",
+        "text", "media"), or of every kind with ``kind=None``."""
+        want = None if kind is None else _KINDS[kind]
+        names = set()
+        for _s, lf in self._rank_files(rank):
+            for k, name in lf.tags.values():
+                if want is None or k == want:
+                    names.add(name)
+        return sorted(names)
+
+    # -- frames ----------------------------------------------------------------------
+
+    @staticmethod
+    def _kinds(lf: LogFile) -> np.ndarray:
+        n = max(lf.tags, default=-1) + 1
+        kinds = np.full(max(n, 1), 255, dtype=np.uint8)
+        for tid, (k, _name) in lf.tags.items():
+            kinds[tid] = k
+        return kinds
+
+    def _point_frame(self, kind: int, tags, rank: int, all_ranks: bool, include_hidden: bool) -> pl.DataFrame:
+        wanted = _as_tags(tags)
+        ranks = self.ranks() if all_ranks else [rank]
+        names: list[str] = []
+        name_index: dict[str, int] = {}
+        cols: dict[str, list] = {k: [] for k in ("rank", "session", "step", "tag", "value", "wall", "active", "hidden")}
+        for r in ranks:
+            files = self._rank_files(r)
+            thresholds = self._thresholds(files)
+            offsets = self._offsets(files)
+            for s, lf in files:
+                pts = lf.points()
+                if not len(pts):
+                    continue
+                kinds = self._kinds(lf)
+                # per-file tag id → global name index (-1: not wanted or unknown)
+                remap = np.full(len(kinds), -1, dtype=np.int64)
+                for tid, (k, name) in lf.tags.items():
+                    if k == kind and (wanted is None or name in wanted):
+                        if name not in name_index:
+                            name_index[name] = len(names)
+                            names.append(name)
+                        remap[tid] = name_index[name]
+                tid = pts["tag"]
+                in_range = tid < len(remap)
+                g = np.where(in_range, remap[np.minimum(tid, len(remap) - 1)], -1)
+                mask = g >= 0
+                t = thresholds[s] if kind != F.KIND_SYSTEM else None
+                hidden = (pts["step"] >= t) if t is not None else np.zeros(len(pts), bool)
+                if not include_hidden:
+                    mask &= ~hidden
+                if not mask.any():
+                    continue
+                sel = pts[mask]
+                secs = sel["ms"] / 1000.0
+                cols["rank"].append(np.full(len(sel), r, np.int32))
+                cols["session"].append(np.full(len(sel), s, np.int32))
+                cols["step"].append(sel["step"])
+                cols["tag"].append(g[mask])
+                cols["value"].append(sel["value"])
+                cols["wall"].append(float(lf.header.get("wall_start") or 0.0) + secs)
+                cols["active"].append(offsets[s] + secs)
+                cols["hidden"].append(hidden[mask])
+        if not cols["step"]:
+            df = pl.DataFrame(schema=POINT_SCHEMA)
+            return df.with_columns(pl.lit(False).alias("hidden")) if include_hidden else df
+        cat = {k: np.concatenate(v) for k, v in cols.items()}
+        df = pl.DataFrame(
+            {
+                "rank": cat["rank"],
+                "session": cat["session"],
+                "step": cat["step"],
+                "tag": pl.Series(names, dtype=pl.String).gather(cat["tag"]),
+                "value": cat["value"],
+                "wall_time": cat["wall"],
+                "active_time": cat["active"],
+            },
+            schema=POINT_SCHEMA,
+        )
+        if include_hidden:
+            df = df.with_columns(pl.Series("hidden", cat["hidden"], dtype=pl.Boolean))
+        return df
+
+    def scalars(
+        self,
+        tags: str | Iterable[str] | None = None,
+        *,
+        rank: int = 0,
+        all_ranks: bool = False,
+        include_hidden: bool = False,
+    ) -> pl.DataFrame:
+        """Scalars as a frame with columns rank (Int32), session (Int32), step (Int64),
+        tag (String), value (Float64), wall_time (Float64, unix s), active_time
+        (Float64, s); plus hidden (Boolean) with ``include_hidden=True``.
+
+        Args:
+            tags: a tag or a list of tags (exact names); None for all.
+            rank: the rank to read (rank 0 by default: the one that logs scalars).
+            all_ranks: every rank merged, rank by rank.
+            include_hidden: also points hidden by a later session's restart.
+        """
+        return self._point_frame(F.KIND_SCALAR, tags, rank, all_ranks, include_hidden)
+
+    def timers(
+        self,
+        tags: str | Iterable[str] | None = None,
+        *,
+        rank: int = 0,
+        all_ranks: bool = False,
+        include_hidden: bool = False,
+    ) -> pl.DataFrame:
+        """Timer occurrences, one row each, ``value`` in seconds; columns as :meth:`scalars`."""
+        return self._point_frame(F.KIND_TIMER, tags, rank, all_ranks, include_hidden)
+
+    def timer_stats(
+        self, tags: str | Iterable[str] | None = None, *, all_ranks: bool = True, rank: int = 0,
+        last_steps: int | None = None,
+    ) -> pl.DataFrame:
+        """Per timer and rank: count, mean_s, p50_s, p95_s, max_s, total_s (seconds).
+
+        Aggregation happens here, at read time, never in the training loop.
+        ``last_steps`` keeps only the last N steps of each rank.
+        """
+        df = self.timers(tags, all_ranks=all_ranks, rank=rank)
+        if last_steps is not None and len(df):
+            df = df.filter(pl.col("step") > pl.col("step").max().over("rank") - last_steps)
+        return (
+            df.group_by("tag", "rank")
+            .agg(
+                pl.len().alias("count"),
+                pl.col("value").mean().alias("mean_s"),
+                pl.col("value").quantile(0.5, "linear").alias("p50_s"),
+                pl.col("value").quantile(0.95, "linear").alias("p95_s"),
+                pl.col("value").max().alias("max_s"),
+                pl.col("value").sum().alias("total_s"),
+            )
+            .sort("tag", "rank")
+        )
+
+    def text(
+        self,
+        tags: str | Iterable[str] | None = None,
+        *,
+        rank: int = 0,
+        all_ranks: bool = False,
+        include_hidden: bool = False,
+    ) -> pl.DataFrame:
+        """Logged text: columns rank, session, step, tag, text, wall_time (+ hidden)."""
+        wanted = _as_tags(tags)
+        rows: dict[str, list] = {k: [] for k in ("rank", "session", "step", "tag", "text", "wall_time", "hidden")}
+        for r in self.ranks() if all_ranks else [rank]:
+            files = self._rank_files(r)
+            thresholds = self._thresholds(files)
+            for s, lf in files:
+                t = thresholds[s]
+                wall0 = float(lf.header.get("wall_start") or 0.0)
+                for step, tid, ms, text in lf.texts:
+                    kind, name = lf.tags.get(tid, (None, None))
+                    if kind != F.KIND_TEXT or (wanted is not None and name not in wanted):
+                        continue
+                    hidden = t is not None and step >= t
+                    if hidden and not include_hidden:
+                        continue
+                    for k, v in zip(rows, (r, s, step, name, text, wall0 + ms / 1000.0, hidden)):
+                        rows[k].append(v)
+        schema = dict(TEXT_SCHEMA)
+        if include_hidden:
+            schema["hidden"] = pl.Boolean
+        else:
+            rows.pop("hidden")
+        return pl.DataFrame(rows, schema=schema)
+
+    # -- machines and system metrics ----------------------------------------------------
+
+    def machines(self) -> list[dict]:
+        """Machines seen: one dict per (hostname, rank that sampled it), with the machine
+        description the sampler recorded (cpu_count, memory_total_bytes, gpus, ...)."""
+        out: dict[tuple[str, int], dict] = {}
+        for (r, _s), path in sorted(self._listing().items()):
+            head = read_header(path)
+            if head.get("local_rank") != 0:
+                continue
+            host = head.get("host") or "?"
+            entry = out.setdefault((host, r), {"hostname": host, "rank": r})
+            for _s2, lf in self._rank_files(r):
+                if lf.machine:
+                    entry.update({k: v for k, v in lf.machine.items() if k != "hostname"})
+        return list(out.values())
+
+    def system(self, machine: str | None = None, tags: str | Iterable[str] | None = None) -> pl.DataFrame:
+        """System metrics (never hidden) as a frame: hostname, rank, session, wall_time,
+        step (the last step that process saw), tag, value. ``machine`` selects one
+        hostname; None returns every machine."""
+        frames = []
+        for m in self.machines():
+            if machine is not None and m["hostname"] != machine:
+                continue
+            df = self._point_frame(F.KIND_SYSTEM, tags, m["rank"], False, False)
+            if len(df):
+                frames.append(df.with_columns(pl.lit(m["hostname"], pl.String).alias("hostname")))
+        if not frames:
+            return pl.DataFrame(schema=SYSTEM_SCHEMA)
+        return pl.concat(frames).select(list(SYSTEM_SCHEMA))
