@@ -133,7 +133,7 @@ class RunReader:
         for key, path in listing.items():
             if key[0] in self._loaded_ranks and key not in self._files:
                 self._files[key] = LogFile(path)
-        for key, lf in sorted(self._files.items()):
+        for _key, lf in sorted(self._files.items()):
             before = (lf.offset, len(lf.tags))
             lf.poll()
             changed |= (lf.offset, len(lf.tags)) != before
@@ -374,7 +374,7 @@ class RunReader:
                     hidden = t is not None and step >= t
                     if hidden and not include_hidden:
                         continue
-                    for k, v in zip(rows, (r, s, step, name, text, wall0 + ms / 1000.0, hidden)):
+                    for k, v in zip(rows, (r, s, step, name, text, wall0 + ms / 1000.0, hidden), strict=True):
                         rows[k].append(v)
         schema = dict(TEXT_SCHEMA)
         if include_hidden:
