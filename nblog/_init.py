@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import logging
 import os
-import socket
 import time
 from collections.abc import Mapping
 
 from . import __version__, _lifecycle
 from . import _format as F
+from . import _log as log
 from ._names import check_name
 from ._ranks import RankInfo, detect_ranks
 from ._run import Run
@@ -25,14 +24,19 @@ from ._runid import derive_run_id, random_run_id, shared_job_id
 from ._settings import Settings, resolve
 from ._writer import Writer
 
-log = logging.getLogger("nblog")
-
 _RESTART_VARS = ("TORCHELASTIC_RESTART_COUNT", "SLURM_RESTART_COUNT")
 
 
 def hostname(env: Mapping[str, str]) -> str:
     """This machine's name; ``NB_HOSTNAME`` overrides it (for tests simulating machines)."""
-    return env.get("NB_HOSTNAME") or socket.gethostname()
+    name = env.get("NB_HOSTNAME")
+    if name:
+        return name
+    if hasattr(os, "uname"):
+        return os.uname().nodename
+    import socket
+
+    return socket.gethostname()
 
 
 def init(

@@ -16,14 +16,12 @@ Every live Run is registered here. Hooks are installed once, on the first ``init
 from __future__ import annotations
 
 import atexit
-import logging
 import os
-import signal
 import sys
 import threading
 import weakref
 
-log = logging.getLogger("nblog")
+from . import _log as log
 
 _runs: weakref.WeakSet = weakref.WeakSet()
 _installed = False
@@ -52,6 +50,8 @@ def _install() -> None:
     sys.excepthook = _excepthook
     os.register_at_fork(after_in_child=_after_fork_in_child)
     if threading.current_thread() is threading.main_thread():
+        import signal
+
         try:
             _previous_sigterm = signal.getsignal(signal.SIGTERM)
             signal.signal(signal.SIGTERM, _on_sigterm)
@@ -78,6 +78,8 @@ def _excepthook(exc_type, exc, tb) -> None:
 
 
 def _on_sigterm(signum, frame) -> None:
+    import signal
+
     previous = _previous_sigterm
     if previous in (signal.SIG_DFL, None):
         for run in _live():

@@ -18,15 +18,14 @@ Point records are kept as raw payload bytes and decoded in bulk with numpy by
 from __future__ import annotations
 
 import json
-import logging
 import os
 import zlib
 from dataclasses import dataclass, field
 
 from . import _format as F
+from . import _log as log
 from ._errors import FormatVersionError
 
-log = logging.getLogger("nblog")
 _READ_LIMIT = 1 << 30  # bytes read per poll at most; the rest waits for the next poll
 
 

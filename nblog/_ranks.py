@@ -9,11 +9,10 @@ single process. The innermost launcher's variables are the true ones: under
 
 from __future__ import annotations
 
-import logging
+from collections import namedtuple
 from collections.abc import Mapping
-from dataclasses import dataclass
 
-log = logging.getLogger("nblog")
+from . import _log as log
 
 # (launcher, rank, local rank, world size, local world size) variables, in order.
 _SOURCES = (
@@ -29,8 +28,13 @@ _SOURCES = (
 )
 
 
-@dataclass(frozen=True)
-class RankInfo:
+class RankInfo(
+    namedtuple(
+        "RankInfo",
+        "rank local_rank world_size local_world_size launcher variable",
+        defaults=(0, 0, 1, 1, "none", ""),
+    )
+):
     """Where this process sits in the job.
 
     Attributes:
@@ -43,12 +47,7 @@ class RankInfo:
         variable: the variable the rank was read from ("" for a single process).
     """
 
-    rank: int = 0
-    local_rank: int | None = 0
-    world_size: int = 1
-    local_world_size: int | None = 1
-    launcher: str = "none"
-    variable: str = ""
+    __slots__ = ()
 
     @property
     def multi_machine(self) -> bool:

@@ -10,7 +10,6 @@ remember the step, which timers and system samples use).
 from __future__ import annotations
 
 import itertools
-import logging
 import os
 import sys
 import time
@@ -18,10 +17,9 @@ from collections.abc import Callable
 from functools import wraps
 
 from . import _format as F
+from . import _log as log
 from ._errors import StrictModeError
 from ._writer import Writer
-
-log = logging.getLogger("nblog")
 
 _mono_ns = time.monotonic_ns
 _perf = time.perf_counter

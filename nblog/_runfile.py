@@ -6,12 +6,10 @@ the session numbering of event logs.
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import json
 import os
 import re
-import secrets
+import sys
 import threading
 from collections.abc import Mapping
 
@@ -62,9 +60,9 @@ def to_json_config(config: object) -> dict:
         from omegaconf import OmegaConf  # only when the user passed one
 
         config = OmegaConf.to_container(config, resolve=True)
-    elif dataclasses.is_dataclass(config) and not isinstance(config, type):
-        config = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
-    elif isinstance(config, argparse.Namespace):
+    elif _is_dataclass_instance(config):
+        config = _dataclass_dict(config)
+    elif "argparse" in sys.modules and isinstance(config, sys.modules["argparse"].Namespace):
         config = vars(config)
     elif not isinstance(config, Mapping) and callable(getattr(config, "to_dict", None)):
         config = config.to_dict()
@@ -74,6 +72,17 @@ def to_json_config(config: object) -> dict:
             f"to_dict() or an OmegaConf container, got {type(config).__name__}"
         )
     return _jsonable(config, set())
+
+
+def _is_dataclass_instance(obj: object) -> bool:
+    # dataclasses is not imported unless the object is one (import nblog stays light)
+    return hasattr(type(obj), "__dataclass_fields__") and not isinstance(obj, type)
+
+
+def _dataclass_dict(obj: object) -> dict:
+    import dataclasses
+
+    return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
 
 
 def _jsonable(obj: object, seen: set[int]) -> object:
@@ -93,8 +102,8 @@ def _jsonable(obj: object, seen: set[int]) -> object:
         out_list = [_jsonable(v, seen) for v in obj]
         seen.discard(id(obj))
         return out_list
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return _jsonable({f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}, seen)
+    if _is_dataclass_instance(obj):
+        return _jsonable(_dataclass_dict(obj), seen)
     return repr(obj)
 
 
@@ -104,7 +113,7 @@ def write_json_atomic(path: str, data: dict) -> None:
     The temp file is created exclusively and never through a symbolic link.
     """
     folder = os.path.dirname(path) or "."
-    tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     fd = create_exclusive(tmp, 0o666)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:

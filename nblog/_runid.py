@@ -7,9 +7,8 @@ communication (SPEC §3). ``nb resume-id`` uses the same functions.
 
 from __future__ import annotations
 
-import hashlib
+import os
 import re
-import secrets
 from collections.abc import Mapping
 
 from ._names import slug
@@ -46,10 +45,12 @@ def shared_job_id(env: Mapping[str, str]) -> tuple[str, str] | tuple[None, None]
 
 def derive_run_id(project: str, run_name: str | None, job_id: str) -> str:
     """The run id every rank of job ``job_id`` computes for (project, run name)."""
+    import hashlib
+
     h = hashlib.sha256(f"{project}\0{run_name or ''}\0{job_id}".encode()).hexdigest()
     return f"{slug(run_name)}-{h[:8]}"
 
 
 def random_run_id(run_name: str | None) -> str:
     """A fresh run id with a random suffix (rank 0 alone, or ``nb resume-id``)."""
-    return f"{slug(run_name)}-{secrets.token_hex(4)}"
+    return f"{slug(run_name)}-{os.urandom(4).hex()}"

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+from collections import namedtuple
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
 
 SYSTEM_GROUPS = ("cpu", "memory", "disk", "network", "gpu")
 RESUME_VALUES = (None, "auto", "must")
 
 
-@dataclass(frozen=True)
-class Settings:
+class Settings(
+    namedtuple(
+        "Settings",
+        "root mode strict resume run_id wait_s flush_interval heartbeat_s system "
+        "system_interval timing_all_ranks",
+    )
+):
     """Resolved configuration of one ``init`` call, recorded in ``run.json``.
 
     Attributes:
@@ -29,20 +34,10 @@ class Settings:
         timing_all_ranks: every timer logs on every rank (``timing_all_ranks=``).
     """
 
-    root: str
-    mode: str
-    strict: bool
-    resume: str | None
-    run_id: str | None
-    wait_s: float
-    flush_interval: float
-    heartbeat_s: float
-    system: tuple[str, ...]
-    system_interval: float
-    timing_all_ranks: bool
+    __slots__ = ()
 
     def to_json(self) -> dict:
-        d = asdict(self)
+        d = self._asdict()
         d["system"] = list(self.system)
         return d
 

@@ -13,7 +13,6 @@ someone placed there) and opened for append; a failed write is cut back with
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 import time
@@ -21,8 +20,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from . import _format as F
-
-log = logging.getLogger("nblog")
+from . import _log as log
 
 _CHUNK = (1 << 20) // F.POINT_SIZE * F.POINT_SIZE  # points per frame: at most 1 MiB
 _MAX_BACKLOG = 256 << 20  # bytes of points kept in memory while the disk lags

@@ -1,0 +1,205 @@
+"""Write-path benchmark: nblog against torch.utils.tensorboard.SummaryWriter, side by side.
+
+Prints one table. Every figure is measured in this run (the machine drifts, so only
+ratios within one run mean much). Usage::
+
+    python scripts/bench_write.py [--points 1000000] [--repeat 5] [--no-tensorboard]
+
+Figures: µs per add_scalar call on rank 0 (one tag; a dict of 10 tags), ns per call on
+a non-logging rank, µs per timer enter+exit, the worst single call in a long loop,
+``import nblog`` time, bytes on disk per point, and the time to read the points back
+into a Polars frame.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import nblog as nb  # noqa: E402
+
+NS = time.perf_counter_ns
+
+
+def per_call_ns(fn, n: int, repeat: int) -> float:
+    """Median over ``repeat`` batches of the mean ns per call of ``fn(i)``."""
+    out = []
+    for _ in range(repeat):
+        t0 = NS()
+        fn(n)
+        out.append((NS() - t0) / n)
+    return statistics.median(out)
+
+
+def worst_call_ms(call, n: int) -> float:
+    """The slowest single call of ``call(i)`` over ``n`` calls, in milliseconds."""
+    worst = 0
+    for i in range(n):
+        t0 = NS()
+        call(i)
+        dt = NS() - t0
+        if dt > worst:
+            worst = dt
+    return worst / 1e6
+
+
+def bench_nblog(root: str, points: int, repeat: int) -> dict:
+    env = {"NB_DIR": root}
+    run = nb.init("bench", run_name="write", _environ=env, system=False)
+    add = run.add_scalar
+    base = [0]
+
+    def one_tag(n):
+        s = base[0]
+        for i in range(s, s + n):
+            add("train/loss", 0.5, step=i)
+        base[0] = s + n
+
+    tags = {f"train/metric{k}": 0.1 * k for k in range(10)}
+
+    def ten_tags(n):
+        s = base[0]
+        for i in range(s, s + n):
+            add(tags, step=i)
+        base[0] = s + n
+
+    res = {}
+    res["add_scalar 1 tag (µs)"] = per_call_ns(one_tag, points // repeat, repeat) / 1000
+    res["add_scalar dict of 10 (µs)"] = per_call_ns(ten_tags, points // repeat // 10, repeat) / 1000
+    timer = run.timer
+
+    def timers(n):
+        for _ in range(n):
+            with timer("time/step"):
+                pass
+
+    res["timer enter+exit (µs)"] = per_call_ns(timers, points // repeat // 4, repeat) / 1000
+    run.flush()
+    worst_start = base[0]
+    res["worst call in loop (ms)"] = worst_call_ms(lambda i: add("train/loss", 0.5, step=worst_start + i), points)
+    run.finish()
+
+    # bytes per point: a run holding exactly `points` one-tag points
+    run2 = nb.init("bench", run_name="size", _environ=env, system=False)
+    for i in range(points):
+        run2.add_scalar("train/loss", i * 1e-3, step=i)
+    run2.finish()
+    size = sum(os.path.getsize(os.path.join(run2.dir, f)) for f in os.listdir(run2.dir) if f.startswith("events."))
+    res["bytes per point"] = size / points
+    times = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        df = nb.RunReader(run2.dir).scalars()
+        times.append(time.perf_counter() - t0)
+        assert len(df) == points
+    res[f"read {points:,} points (s)"] = min(times)
+
+    # a non-logging rank of a torchrun job (it only remembers the step, for timers)
+    rid = "bench-nonzero"
+    nb.init("bench", run_id=rid, _environ={"NB_DIR": root, "RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2"}, system=False).finish()
+    r1 = nb.init("bench", run_id=rid, resume="auto", _environ={"NB_DIR": root, "RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"}, system=False)
+    add1 = r1.add_scalar
+
+    def nonlogging(n):
+        for i in range(n):
+            add1("train/loss", 0.5, step=i)
+
+    res["non-logging rank add_scalar (ns)"] = per_call_ns(nonlogging, points // repeat, repeat)
+    r1.finish()
+    return res
+
+
+def bench_tensorboard(root: str, points: int, repeat: int) -> dict | None:
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except Exception as err:  # tensorboard not installed
+        print(f"(SummaryWriter unavailable: {err})", file=sys.stderr)
+        return None
+    logdir = os.path.join(root, "tb")
+    w = SummaryWriter(logdir)
+    base = [0]
+
+    def one_tag(n):
+        s = base[0]
+        for i in range(s, s + n):
+            w.add_scalar("train/loss", 0.5, i)
+        base[0] = s + n
+
+    tags = {f"train/metric{k}": 0.1 * k for k in range(10)}
+
+    def ten_tags(n):
+        s = base[0]
+        for i in range(s, s + n):
+            for k, v in tags.items():
+                w.add_scalar(k, v, i)
+        base[0] = s + n
+
+    n = max(points // 20, 1000)  # SummaryWriter is slow: fewer calls
+    res = {}
+    res["add_scalar 1 tag (µs)"] = per_call_ns(one_tag, n // repeat, repeat) / 1000
+    res["add_scalar dict of 10 (µs)"] = per_call_ns(ten_tags, n // repeat // 10, repeat) / 1000
+    worst_start = base[0]
+    res["worst call in loop (ms)"] = worst_call_ms(lambda i: w.add_scalar("train/loss", 0.5, worst_start + i), n)
+    w.close()
+    logdir2 = os.path.join(root, "tb2")
+    w2 = SummaryWriter(logdir2)
+    for i in range(n):
+        w2.add_scalar("train/loss", i * 1e-3, i)
+    w2.close()
+    size = sum(os.path.getsize(os.path.join(logdir2, f)) for f in os.listdir(logdir2))
+    res["bytes per point"] = size / n
+    try:
+        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+        t0 = time.perf_counter()
+        acc = EventAccumulator(logdir2, size_guidance={"scalars": 0})
+        acc.Reload()
+        got = len(acc.Scalars("train/loss"))
+        dt = time.perf_counter() - t0
+        res[f"read {points:,} points (s)"] = dt * points / got  # scaled from n points
+    except Exception as err:
+        print(f"(EventAccumulator unavailable: {err})", file=sys.stderr)
+    return res
+
+
+def import_time_ms(repeat: int) -> float:
+    code = "import time; t=time.perf_counter(); import nblog; print(time.perf_counter()-t)"
+    times = []
+    for _ in range(repeat):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        times.append(float(out.stdout) * 1000)
+    return statistics.median(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--points", type=int, default=1_000_000)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--no-tensorboard", action="store_true")
+    args = ap.parse_args()
+    root = tempfile.mkdtemp(prefix="nb-bench-")
+    try:
+        ours = bench_nblog(root, args.points, args.repeat)
+        ours["import nblog (ms)"] = import_time_ms(args.repeat)
+        tb = None if args.no_tensorboard else bench_tensorboard(root, args.points, args.repeat)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print(f"{'measure':38} {'nblog':>12} {'SummaryWriter':>14} {'ratio':>8}")
+    for key, val in ours.items():
+        other = tb.get(key) if tb else None
+        ratio = f"{other / val:7.1f}x" if other and val else ""
+        other_s = f"{other:14.3f}" if other is not None else f"{'-':>14}"
+        print(f"{key:38} {val:12.3f} {other_s} {ratio:>8}")
+    print("(ratio = SummaryWriter / nblog; SummaryWriter measured on fewer calls, its read time scaled)")
+
+
+if __name__ == "__main__":
+    main()
