@@ -312,6 +312,7 @@ def _make_run(project, name, rid, run_dir, ranks: RankInfo, runfile: RunFile | N
             heartbeat_interval=settings.heartbeat_s,
             on_first_step=on_first,
             on_progress=on_progress,
+            media_sink=run._media_sink,
             buffers=(run._points, run._texts, run._media, run._tag_defs),
         )
 

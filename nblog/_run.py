@@ -145,6 +145,7 @@ class Run:
         self._points = bytearray()
         self._texts: list = []
         self._media: list = []
+        self._media_sink = None  # set by the media support: encodes in the writer thread
         self._tag_defs: list = []
         self._next_tid = itertools.count().__next__
         self._tids: dict[str, int] = {}

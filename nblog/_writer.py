@@ -51,6 +51,8 @@ class Writer:
             them before the writer (default: new empty ones).
         on_progress: called in the writer thread every ``progress_interval`` seconds
             (rank 0 records the last step in ``run.json``, so ``nb ls`` never reads events).
+        media_sink: turns queued media items into ``(step, tag id, ms, offset, length,
+            meta)`` references, in the writer thread (encoding and the media pack).
 
     Raises:
         OSError: the file cannot be created (exists, symbolic link, permissions).
@@ -67,6 +69,7 @@ class Writer:
         buffers: tuple[bytearray, list, list, list] | None = None,
         on_progress: Callable[[], None] | None = None,
         progress_interval: float = 30.0,
+        media_sink: Callable[[list], list] | None = None,
     ):
         self.path = path
         # The caller may have filled these before the writer existed (lazy creation).
@@ -78,6 +81,7 @@ class Writer:
         self._flush_interval = flush_interval
         self._heartbeat = heartbeat_interval
         self._on_progress = on_progress
+        self._media_sink = media_sink
         self._progress_interval = progress_interval
         self._last_progress = time.monotonic()
         self._lock = threading.Lock()
@@ -219,6 +223,8 @@ class Writer:
         if n_media:
             items = self.media[:n_media]
             del self.media[:n_media]
+            if self._media_sink is not None:  # encode and store blobs, here in this thread
+                items = self._media_sink(items)
             if not self._first_step_known:
                 self._first_step(items[0][0])
             if not self._write(F.frame(F.FRAME_MEDIA, F.encode_media(items)), "media"):
