@@ -87,6 +87,12 @@ def bench_nblog(root: str, points: int, repeat: int) -> dict:
     res["worst call in loop (ms)"] = worst_call_ms(lambda i: add("train/loss", 0.5, step=worst_start + i), points)
     run.finish()
 
+    def nothing(i):
+        return None
+
+    # the machine's own noise: the worst call of a function that does nothing
+    res["worst no-op call, same loop (ms)"] = worst_call_ms(nothing, points)
+
     # bytes per point: a run holding exactly `points` one-tag points
     run2 = nb.init("bench", run_name="size", _environ=env, system=False)
     for i in range(points):
