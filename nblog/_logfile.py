@@ -76,8 +76,7 @@ class LogFile:
         self.unknown_frames = 0
         self.pending_bytes = 0
         self.size = 0
-        self._decoded = None  # cached numpy records of self.chunks
-        self._decoded_n = 0
+        self._decoded = None  # numpy records decoded so far (chunks move here)
 
     # -- parsing -------------------------------------------------------------------
 
@@ -236,23 +235,21 @@ class LogFile:
         """
         import numpy as np
 
-        if self._decoded is not None and self._decoded_n == len(self.chunks):
+        if self._decoded is not None and not self.chunks:
             return self._decoded
-        dtype = np.dtype(F.NUMPY_POINT_DTYPE)
-        new = self.chunks[self._decoded_n :]
-        raw = np.frombuffer(b"".join(new), dtype=dtype) if new else np.empty(0, dtype)
         out_dtype = np.dtype([("step", "<i8"), ("value", "<f8"), ("tag", "<u4"), ("ms", "<i8")])
+        new, self.chunks = self.chunks, []  # decoded once; the raw bytes are let go
+        raw = np.frombuffer(b"".join(new), dtype=np.dtype(F.NUMPY_POINT_DTYPE))
+        del new
         part = np.empty(len(raw), out_dtype)
-        part["step"] = raw["step"]
-        part["value"] = raw["value"]
-        part["tag"] = raw["tag"]
-        prev = int(self._decoded["ms"][-1]) if self._decoded is not None and len(self._decoded) else 0
+        for name in ("step", "value", "tag"):
+            part[name] = raw[name]
+        old = self._decoded
+        prev = int(old["ms"][-1]) if old is not None and len(old) else 0
         part["ms"] = _unwrap(raw["ms"], prev)
-        if self._decoded is not None and len(self._decoded):
-            part = np.concatenate([self._decoded, part])
-        self._decoded = part
-        self._decoded_n = len(self.chunks)
-        return part
+        del raw
+        self._decoded = np.concatenate([old, part]) if old is not None and len(old) else part
+        return self._decoded
 
 
 def _unwrap(ms32, start: int):
