@@ -11,7 +11,8 @@ def check_name(value: object, what: str) -> str:
     """Return ``value`` if it is safe as one path component, else raise ``ValueError``.
 
     Refused: non-strings, the empty string, ``.``, anything containing ``..``, ``/`` and ``\\``, NUL and
-    other control characters (C0, DEL, C1). ``what`` names the argument in the message.
+    other control characters (C0, DEL, C1), lone surrogates (no UTF-8 form, so no file name)
+    and names over 200 bytes of UTF-8. ``what`` names the argument in the message.
     """
     if not isinstance(value, str):
         raise ValueError(f"{what} must be a string, got {type(value).__name__}")
@@ -23,7 +24,11 @@ def check_name(value: object, what: str) -> str:
         raise ValueError(f"{what} {value!r} must not contain '/' or '\\'")
     if any(ord(c) < 32 or 127 <= ord(c) < 160 for c in value):
         raise ValueError(f"{what} {value!r} must not contain NUL or control characters")
-    if len(value.encode("utf-8", "surrogatepass")) > 200:
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise ValueError(f"{what} {value!r} is not valid Unicode text (lone surrogate)") from None
+    if size > 200:
         raise ValueError(f"{what} must be at most 200 bytes of UTF-8")
     return value
 

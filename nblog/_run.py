@@ -25,6 +25,16 @@ _mono_ns = time.monotonic_ns
 _perf = time.perf_counter
 _pack = F.POINT.pack
 _NBLOG_DIR = os.path.dirname(os.path.abspath(__file__))
+_STEP_END = 1 << 63  # steps are stored as int64
+
+
+def _is_utf8(s: str) -> bool:
+    """False if ``s`` holds a lone surrogate: no UTF-8 form, no Polars string."""
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _noop(*args, **kwargs) -> None:
@@ -194,28 +204,38 @@ class Run:
                 step = self._check_step(step, tag)
                 if step is None:
                     return
-            self._step = step
+            # The current step is set only once the step fits the format: an int
+            # >= 2**63 fails in _pack, below, and must not become the step of timers
+            # and texts.
             if tag.__class__ is str:
                 tid = self._tids.get(tag)
                 if tid is None:
                     tid = self._intern(self._tids, tag, F.KIND_SCALAR)
                     if tid is None:
+                        self._step = step
                         return
                 if value.__class__ is not float:
                     value = self._to_float(value, tag)
                     if value is None:
+                        self._step = step
                         return
                 self._points += _pack(
                     step, value, tid, (_mono_ns() - self._t0) // 1_000_000 & 0xFFFFFFFF
                 )
+                self._step = step
             elif isinstance(tag, dict):
                 self._add_dict(tag, step)
+                self._step = step
             else:
+                self._step = step
                 self._reject("bad_tag", tag, f"tag must be a str or a dict, got {type(tag).__name__}")
         except StrictModeError:
             raise
         except Exception as err:
-            self._internal(err)
+            if step.__class__ is int and step >= _STEP_END:  # past int64, found by _pack
+                self._check_step(step, tag)
+            else:
+                self._internal(err)
 
     def _add_dict(self, values: dict, step: int) -> None:
         ms = (_mono_ns() - self._t0) // 1_000_000 & 0xFFFFFFFF
@@ -250,7 +270,7 @@ class Run:
         try:
             if step is None:
                 step = self._step
-            elif step.__class__ is not int or step < 0:
+            elif step.__class__ is not int or not 0 <= step < _STEP_END:
                 step = self._check_step(step, tag)
                 if step is None:
                     return
@@ -264,6 +284,9 @@ class Run:
                 return
             if len(text) > (16 << 20):
                 self._reject("bad_value", tag, "text longer than 16 MiB")
+                return
+            if not text.isascii() and not _is_utf8(text):
+                self._reject("bad_value", tag, "text has a lone surrogate (no UTF-8 form)")
                 return
             self._texts.append((step, tid, (_mono_ns() - self._t0) // 1_000_000 & 0xFFFFFFFF, text))
         except StrictModeError:
@@ -294,7 +317,7 @@ class Run:
                 tid = self._intern(self._timer_tids, name, F.KIND_TIMER)
                 if tid is None:
                     return _NO_TIMER
-            if step is not None and (step.__class__ is not int or step < 0):
+            if step is not None and (step.__class__ is not int or not 0 <= step < _STEP_END):
                 step = self._check_step(step, name)
                 if step is None:
                     return _NO_TIMER
@@ -407,6 +430,9 @@ class Run:
         if len(tag) > F.MAX_TAG_CHARS:
             self._reject("bad_tag", tag, f"tag longer than {F.MAX_TAG_CHARS} characters")
             return None
+        if not tag.isascii() and not _is_utf8(tag):  # could not be stored or read back
+            self._reject("bad_tag", tag, "tag has a lone surrogate (no UTF-8 form)")
+            return None
         tag = str(tag)
         tid = table.get(tag)
         if tid is None:
@@ -447,7 +473,7 @@ class Run:
             except Exception:
                 self._reject("bad_step", tag, f"step {step!r} is not an integer")
                 return None
-        if not 0 <= step < (1 << 63):
+        if not 0 <= step < _STEP_END:
             self._reject("bad_step", tag, f"step must be in [0, 2**63), got {step}")
             return None
         return step
