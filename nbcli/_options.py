@@ -1,0 +1,39 @@
+"""Options and arguments shared by several commands, declared once."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+Root = Annotated[
+    str | None,
+    typer.Option(
+        "--root",
+        envvar="NB_DIR",
+        metavar="DIR",
+        help="Folder holding the projects [default: $NB_DIR, else ./nb_runs].",
+        show_default=False,
+        show_envvar=True,
+    ),
+]
+Json = Annotated[bool, typer.Option("--json", help="Print JSON (stable keys, null for missing, units in key names).")]
+RunArg = Annotated[
+    str,
+    typer.Argument(
+        metavar="RUN",
+        help="A run id, a unique prefix of one, PROJECT/RUN_ID, or a path to a run folder.",
+        show_default=False,
+    ),
+]
+Rank = Annotated[int, typer.Option("--rank", "-r", min=0, metavar="K", help="The rank to read.")]
+Tags = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--tag",
+        "-t",
+        metavar="GLOB",
+        help="Only tags matching this shell-style glob (*, ?, [...]); repeat for several.",
+        show_default=False,
+    ),
+]

@@ -1,0 +1,296 @@
+"""All formatting of the ``nb`` command: tables, key/value blocks, JSON, messages.
+
+Data goes to stdout, messages to stderr. On a terminal (Rich's test: a TTY, or
+``FORCE_COLOR``) listings are Rich tables; otherwise plain tab-separated lines with a
+header line, for ``cut``/``awk``. Rich honours ``NO_COLOR``.
+
+Everything that came from logged data (tags, text, names, config values, paths) goes
+through :func:`clean` and is rendered as :class:`rich.text.Text`, never as markup: a tag
+``[bold red]x[/]`` prints those characters, and control characters (C0, DEL, C1, the
+bidirectional overrides, lone surrogates) are shown as visible escapes such as ``\\x1b``
+and never reach the terminal raw.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import re
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+# C0 controls, DEL, C1 controls, bidirectional marks/overrides/isolates, line and
+# paragraph separators, BOM, lone surrogates.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff\ud800-\udfff]")
+_NAMED = {"\n": "\\n", "\t": "\\t", "\r": "\\r", "\\": "\\\\"}
+_JSON_UNSAFE = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff\ud800-\udfff]")
+
+
+def _escape(m: re.Match) -> str:
+    c = m.group()
+    if c in _NAMED:
+        return _NAMED[c]
+    o = ord(c)
+    return f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}"
+
+
+def clean(value: object) -> str:
+    """``str(value)`` with every control character replaced by a visible escape
+    (``\\x1b``, ``\\n``, ``\\t``, ``\\u202e``, ...). Backslashes stay as they are
+    unless the text holds a control character, so plain names read unchanged."""
+    s = value if isinstance(value, str) else str(value)
+    if not _CONTROL.search(s):
+        return s
+    return _CONTROL.sub(_escape, s.replace("\\", "\\\\"))
+
+
+def data(value: object, style: str = "") -> Text:
+    """A table cell from logged data: cleaned, never parsed as markup."""
+    return Text(clean("" if value is None else value), style=style)
+
+
+# -- value formatting -------------------------------------------------------------------
+
+
+def fmt_value(value: float | int | str | None) -> str:
+    """A number for people: ``%.6g``, ``nan``/``inf``/``-inf``, ``-`` for missing."""
+    if value is None:
+        return "-"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool) or isinstance(value, int):
+        return str(value)
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return f"{value:.6g}"
+
+
+def fmt_seconds(value: float | None) -> str:
+    """Seconds with a unit that fits: ``412ns``, ``3.2µs``, ``15.1ms``, ``2.31s``."""
+    if value is None or not math.isfinite(value):
+        return fmt_value(value)
+    a = abs(value)
+    if a == 0:
+        return "0s"
+    if a < 1e-6:
+        return f"{value * 1e9:.0f}ns"
+    if a < 1e-3:
+        return f"{value * 1e6:.3g}µs"
+    if a < 1:
+        return f"{value * 1e3:.3g}ms"
+    return f"{value:.3g}s"
+
+
+def fmt_duration(seconds: float | None) -> str:
+    """``45s``, ``12m03s``, ``3h07m``, ``2d04h``; ``-`` for missing."""
+    if seconds is None:
+        return "-"
+    s = int(round(seconds))
+    if s < 60:
+        return f"{seconds:.0f}s" if seconds >= 1 else f"{seconds:.1f}s"
+    m, s = divmod(s, 60)
+    if m < 60:
+        return f"{m}m{s:02d}s"
+    h, m = divmod(m, 60)
+    if h < 24:
+        return f"{h}h{m:02d}m"
+    d, h = divmod(h, 24)
+    return f"{d}d{h:02d}h"
+
+
+def fmt_time(unix: float | None) -> str:
+    """Local time ``YYYY-MM-DD HH:MM:SS``; ``-`` for missing."""
+    if not isinstance(unix, (int, float)) or not math.isfinite(unix):
+        return "-"
+    return _dt.datetime.fromtimestamp(unix).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def fmt_bytes(n: int | None) -> str:
+    """``512 B``, ``1.5 KiB``, ``23.4 MiB``, ...; ``-`` for missing."""
+    if n is None:
+        return "-"
+    x = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if x < 1024 or unit == "TiB":
+            return f"{int(x)} {unit}" if unit == "B" else f"{x:.1f} {unit}"
+        x /= 1024
+    return f"{n} B"
+
+
+# -- output ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Column:
+    """A table column: header, right-aligned (numbers) or not, and a Rich style."""
+
+    header: str
+    numeric: bool = False
+    style: str = ""
+
+
+Cell = Text | str | int | float | None
+
+
+def stdout_console() -> Console:
+    """A console on the current ``sys.stdout`` (looked up at call time, for tests)."""
+    return Console(file=sys.stdout, highlight=False, soft_wrap=False, emoji=False, markup=False)
+
+
+def stderr_console() -> Console:
+    return Console(file=sys.stderr, highlight=False, soft_wrap=True, emoji=False, markup=False)
+
+
+class Output:
+    """Writes one command's results. ``rich`` is True on a terminal (see module doc)."""
+
+    def __init__(self, console: Console | None = None):
+        self.console = console or stdout_console()
+        self.rich = self.console.is_terminal
+
+    # data
+
+    def table(self, columns: Sequence[Column], rows: Iterable[Sequence[Cell]], title: str | None = None) -> None:
+        """A Rich table on a terminal; else a header line and tab-separated rows."""
+        if self.rich:
+            t = Table(title=title, title_justify="left", title_style="bold", header_style="bold",
+                      box=None, pad_edge=False, show_edge=False)
+            for c in columns:
+                t.add_column(c.header, justify="right" if c.numeric else "left", style=c.style or None,
+                             overflow="fold")
+            for row in rows:
+                t.add_row(*(_cell(v) for v in row))
+            self.console.print(t)
+            return
+        out = sys.stdout
+        if title is not None:
+            out.write(f"# {title}\n")
+        out.write("\t".join(c.header for c in columns) + "\n")
+        for row in rows:
+            out.write("\t".join(_plain(v) for v in row) + "\n")
+
+    def fields(self, pairs: Sequence[tuple[str, Cell]], title: str | None = None) -> None:
+        """Key/value lines: aligned on a terminal, ``key<TAB>value`` otherwise."""
+        if self.rich:
+            if title:
+                self.console.print(Text(title, style="bold"))
+            t = Table.grid(padding=(0, 2))
+            t.add_column(style="dim")
+            t.add_column(overflow="fold")
+            for k, v in pairs:
+                t.add_row(k, _cell(v))
+            self.console.print(t)
+            return
+        out = sys.stdout
+        if title is not None:
+            out.write(f"# {title}\n")
+        for k, v in pairs:
+            out.write(f"{k}\t{_plain(v)}\n")
+
+    def block(self, text: str, title: str | None = None) -> None:
+        """A block of (cleaned) multi-line text, such as a pretty-printed config."""
+        lines = [clean(line) for line in text.splitlines()]
+        if self.rich:
+            if title:
+                self.console.print(Text(title, style="bold"))
+            self.console.print(Text("\n".join(lines)))
+            return
+        out = sys.stdout
+        if title is not None:
+            out.write(f"# {title}\n")
+        for line in lines:
+            out.write(line + "\n")
+
+    def gap(self) -> None:
+        """A blank line between sections."""
+        sys.stdout.write("\n") if not self.rich else self.console.print()
+
+    def line(self, text: Text | str) -> None:
+        """One line (an event of ``nb tail``), flushed at once."""
+        if self.rich:
+            self.console.print(text if isinstance(text, Text) else Text(text), crop=False, soft_wrap=True)
+        else:
+            sys.stdout.write((text.plain if isinstance(text, Text) else text) + "\n")
+        sys.stdout.flush()
+
+
+def _cell(v: Cell) -> Text | str:
+    if isinstance(v, Text):
+        return v
+    if v is None:
+        return Text("-", style="dim")
+    if isinstance(v, float):
+        return fmt_value(v)
+    if isinstance(v, int):
+        return str(v)
+    return data(v)
+
+
+def _plain(v: Cell) -> str:
+    if isinstance(v, Text):
+        return clean(v.plain)  # already cleaned data or our own text
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return fmt_value(v)
+    return clean(v)
+
+
+def json_text(obj: Any, indent: int | None = 2) -> str:
+    """JSON of ``obj``: non-finite floats as "nan"/"inf"/"-inf", and the characters a
+    terminal might act on (DEL, C1, bidirectional controls, lone surrogates) as
+    ``\\uXXXX`` escapes, so the output is valid JSON and safe to print."""
+    text = json.dumps(_finite(obj), indent=indent, ensure_ascii=False, allow_nan=False, default=str)
+    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def _finite(obj: Any) -> Any:
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return "nan" if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def emit_json(obj: Any) -> None:
+    """One JSON document on stdout."""
+    sys.stdout.write(json_text(obj) + "\n")
+
+
+def emit_json_line(obj: Any) -> None:
+    """One JSON Lines record on stdout, flushed at once."""
+    sys.stdout.write(json_text(obj, indent=None) + "\n")
+    sys.stdout.flush()
+
+
+# -- messages (stderr) ------------------------------------------------------------------------
+
+
+def info(message: str) -> None:
+    """A message for people on stderr (progress, where a file went); cleaned."""
+    stderr_console().print(Text(clean(message), style="dim"))
+
+
+def warn(message: str) -> None:
+    stderr_console().print(Text("warning: ", style="yellow bold") + Text(clean(message)))
+
+
+def error(message: str, hint: str | None = None, details: Sequence[str] = ()) -> None:
+    """``error: …`` (plus indented details and a ``hint: …``) on stderr."""
+    con = stderr_console()
+    con.print(Text("error: ", style="red bold") + Text(clean(message)))
+    for d in details:
+        con.print(Text("  " + clean(d)))
+    if hint:
+        con.print(Text("hint: ", style="cyan bold") + Text(clean(hint)))

@@ -1,0 +1,1 @@
+"""One module per ``nb`` subcommand; each defines ``register(app)``."""

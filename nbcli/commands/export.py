@@ -1,0 +1,149 @@
+"""``nb export [RUN]``: merge rank logs into one frame and write it; or a whole root
+as a hive-partitioned Parquet dataset."""
+
+from __future__ import annotations
+
+import os
+import sys
+from enum import Enum
+from typing import Annotated
+
+import typer
+
+from .._options import Root, Tags
+from .._output import clean, info
+
+
+class Kind(str, Enum):
+    scalars = "scalars"
+    timers = "timers"
+    system = "system"
+    text = "text"
+
+
+class Format(str, Enum):
+    parquet = "parquet"
+    csv = "csv"
+    ndjson = "ndjson"
+
+
+_EXT = {"parquet": ".parquet", "csv": ".csv", "ndjson": ".ndjson"}
+
+
+def export(
+    run: Annotated[
+        str | None,
+        typer.Argument(metavar="[RUN]",
+                       help="The run to export (id, unique prefix, PROJECT/RUN_ID or path). Without RUN, "
+                            "every run under the root is written to -o DIR as a hive-partitioned Parquet "
+                            "dataset.",
+                       show_default=False),
+    ] = None,
+    output: Annotated[
+        str | None,
+        typer.Option("--output", "-o", metavar="PATH",
+                     help="The file to write ('-' for stdout) [default: RUN_ID-KIND.parquet]; without RUN, "
+                          "the dataset folder (required).",
+                     show_default=False),
+    ] = None,
+    all_ranks: Annotated[bool, typer.Option("--all-ranks", help="Merge every rank (a rank column tells them apart).")] = False,
+    rank: Annotated[
+        int | None,
+        typer.Option("--rank", "-r", min=0, metavar="K", help="Export rank K [default: 0].", show_default=False),
+    ] = None,
+    tags: Tags = None,
+    kind: Annotated[Kind, typer.Option("--kind", "-k", help="What to export.")] = Kind.scalars,
+    fmt: Annotated[
+        Format | None,
+        typer.Option("--format", "-F", help="File format [default: from the suffix of -o, else parquet].",
+                     show_default=False),
+    ] = None,
+    include_hidden: Annotated[
+        bool,
+        typer.Option("--include-hidden",
+                     help="Also points hidden by a later session's restart (adds a boolean column 'hidden')."),
+    ] = False,
+    project: Annotated[
+        str | None,
+        typer.Option("--project", "-p", metavar="PROJECT", help="Without RUN: only this project.",
+                     show_default=False),
+    ] = None,
+    root: Root = None,
+) -> None:
+    """Merge a run's rank logs into one Polars frame and write it as Parquet, CSV or NDJSON.
+
+    Columns: rank, session, step, tag, value, wall_time, active_time (scalars, timers:
+    value in seconds); rank, session, step, tag, text, wall_time (text); hostname, rank,
+    session, wall_time, step, tag, value (system). NDJSON writes NaN and infinities as the
+    strings "nan", "inf", "-inf".
+    """
+    from nblog._export import format_for
+
+    if all_ranks and rank is not None:
+        raise typer.BadParameter("--all-ranks and --rank exclude each other", param_hint="--rank")
+    if run is None:
+        _export_root(output, fmt, tags, kind, include_hidden, project, root, all_ranks, rank)
+        return
+    if project is not None:
+        raise typer.BadParameter("--project only applies without RUN (a whole-root export)", param_hint="--project")
+    from nblog._export import read_frame, write_frame
+    from nblog._reader import RunReader
+
+    if fmt is not None:
+        chosen = fmt.value
+    elif output is not None and output != "-":
+        chosen = format_for(output)
+        if chosen is None:
+            raise typer.BadParameter(
+                f"cannot tell the format from {clean(output)!r}; use a .parquet, .csv or .ndjson suffix "
+                "or pass --format",
+                param_hint="--output",
+            )
+    else:
+        chosen = "parquet"
+    if output == "-" and chosen == "parquet" and sys.stdout.isatty():
+        raise typer.BadParameter("refusing to write Parquet to a terminal; redirect stdout or use -o FILE",
+                                 param_hint="--output")
+    reader = RunReader(run, root)
+    df = read_frame(reader, kind.value, tags=tags or None, rank=rank or 0, all_ranks=all_ranks,
+                    include_hidden=include_hidden)
+    if output == "-":
+        sys.stdout.flush()
+        write_frame(df, sys.stdout.buffer, chosen)
+        sys.stdout.buffer.flush()
+        return
+    path = output or f"{reader.id}-{kind.value}{_EXT[chosen]}"
+    write_frame(df, path, chosen)
+    ranks = df["rank"].n_unique() if len(df) else 0
+    info(f"wrote {len(df)} rows ({kind.value}, {ranks} rank{'s' if ranks != 1 else ''}) to {path}")
+
+
+def _export_root(output, fmt, tags, kind, include_hidden, project, root, all_ranks, rank) -> None:
+    from nblog._catalog import default_root
+    from nblog._export import export_root
+
+    if output is None or output == "-":
+        raise typer.BadParameter("without RUN, -o DIR names the folder of the Parquet dataset", param_hint="--output")
+    if fmt is not None and fmt is not Format.parquet:
+        raise typer.BadParameter("a whole-root export is a Parquet dataset", param_hint="--format")
+    if rank is not None:
+        raise typer.BadParameter("a whole-root export writes every rank; drop --rank", param_hint="--rank")
+    root = root or default_root()
+    if not os.path.isdir(root):
+        raise FileNotFoundError(f"the root {os.path.abspath(root)} does not exist (pass --root DIR or set NB_DIR)")
+    total = {"runs": 0, "rows": 0, "files": 0}
+
+    def progress(res: dict) -> None:
+        total["runs"] += 1
+        total["rows"] += res["rows"]
+        total["files"] += len(res["files"])
+        info(f"{res['project']}/{res['run']}: {res['rows']} rows, {len(res['ranks'])} ranks")
+
+    export_root(root, output, kind.value, project=project, tags=tags or None, include_hidden=include_hidden,
+                on_run=progress)
+    info(f"wrote {total['rows']} rows of {total['runs']} runs in {total['files']} files under {output} "
+         "(hive layout project=/run=/rank=)")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("export")(export)

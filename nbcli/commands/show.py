@@ -1,0 +1,153 @@
+"""``nb show RUN``: metadata, config, sessions, files, machines, tags, dropped points."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+from rich.text import Text
+
+from .._options import Json, Root, RunArg
+from .._output import (
+    Column,
+    Output,
+    data,
+    emit_json,
+    fmt_bytes,
+    fmt_duration,
+    fmt_time,
+    fmt_value,
+    warn,
+)
+
+_STATUS_STYLE = {"running": "green", "failed": "red bold", "stale": "yellow"}
+
+
+def _nonfinite(bad: dict | None) -> str:
+    if not bad:
+        return "-"
+    return f"{fmt_value(bad['value'])} at step {bad['step']} (rank {bad['rank']})"
+
+
+def _last(tag: dict) -> Text | str:
+    if tag["kind"] == "text":
+        text = tag.get("last_text") or ""
+        return data(text if len(text) <= 60 else text[:57] + "...")
+    if tag["kind"] == "media":
+        return "-"
+    return fmt_value(tag.get("last_value"))
+
+
+def show(run: RunArg, root: Root = None, as_json: Json = False) -> None:
+    """Show one run: metadata, config, sessions (with hidden points), the event log of
+    each writing rank, machines, tags with their last value and first non-finite value,
+    and dropped-point counters."""
+    from nblog._reader import RunReader
+    from nblog._summary import overview
+
+    info = overview(RunReader(run, root))
+    if as_json:
+        emit_json(info)
+        return
+    out = Output()
+    r, m = info["run"], info["meta"]
+    job = m["job_id"]
+    out.fields(
+        [
+            ("id", data(r["id"], "bold")),
+            ("project", data(r["project"])),
+            ("name", data(r["name"] if r["name"] is not None else "-")),
+            ("status", data(r["status"], _STATUS_STYLE.get(r["status"], ""))),
+            ("path", data(r["path"])),
+            ("started", fmt_time(r["started"])),
+            ("last write", fmt_time(r["last_write"])),
+            ("duration", fmt_duration(r["duration_s"]) + " active"),
+            ("last step", r["last_step"]),
+            ("world size", r["world_size"]),
+            ("writing ranks", r["ranks"]),
+            ("size", fmt_bytes(r["size_bytes"])),
+            ("launcher", data(m["launcher"] or "-")),
+            ("job id", data(f"{job} ({m['job_id_source']})" if job is not None else "-")),
+            ("run id from", data(m["run_id_source"] or "-")),
+            ("hosts", data(", ".join(str(h) for h in m["hosts"] or []) or "-")),
+            ("versions", data(f"nblog {m['nblog_version'] or '?'}, format {m['format_version'] or '?'}")),
+        ],
+        title="Run",
+    )
+    out.gap()
+    out.block(json.dumps(info["config"], indent=2, ensure_ascii=False, default=str), title="Config")
+    out.gap()
+    out.table(
+        [Column("SESSION", True), Column("STARTED"), Column("ENDED"), Column("HOST"), Column("PID", True),
+         Column("FIRST STEP", True), Column("LAST STEP", True), Column("HIDDEN", True)],
+        (
+            [s["session"], fmt_time(s["start"]),
+             fmt_time(s["end"]) + (f" ({s['end_reason']})" if s.get("end_reason") else ""),
+             data(s["host"] or "-"), s["pid"], s["first_step"], s["last_step"], s["hidden_points"]]
+            for s in info["sessions"]
+        ),
+        title="Sessions (hidden: points of the session hidden by a later one, all ranks)",
+    )
+    out.gap()
+    out.table(
+        [Column("RANK", True), Column("SESSION", True), Column("FILE"), Column("SIZE", True),
+         Column("POINTS", True), Column("HIDDEN", True), Column("FIRST STEP", True),
+         Column("LAST STEP", True), Column("HOST"), Column("STATE")],
+        (
+            [f["rank"], f["session"], data(f["file"]), fmt_bytes(f["size_bytes"]), f["points"],
+             f["hidden_points"], f["first_step"], f["last_step"], data(f["host"] or "-"), _state(f)]
+            for f in info["files"]
+        ),
+        title="Event logs of the writing ranks",
+    )
+    out.gap()
+    out.table(
+        [Column("HOST"), Column("RANK", True), Column("CPUS", True), Column("MEMORY", True),
+         Column("GPUS", True), Column("SYSTEM TAGS", True)],
+        (
+            [data(mc["hostname"]), mc["rank"], mc.get("cpu_count"),
+             fmt_bytes(mc["memory_total_bytes"]) if isinstance(mc.get("memory_total_bytes"), int) else None,
+             len(mc["gpus"]) if isinstance(mc.get("gpus"), list) else mc.get("gpu_count"),
+             mc["system_tags"]]
+            for mc in info["machines"]
+        ),
+        title="Machines (sampled by local rank 0)",
+    )
+    out.gap()
+    out.table(
+        [Column("KIND"), Column("TAG"), Column("RANKS", True), Column("POINTS", True),
+         Column("LAST STEP", True), Column("LAST VALUE", True), Column("FIRST NON-FINITE")],
+        (
+            [t["kind"], data(t["tag"], "bold"), t["ranks"], t["points"], t["last_step"], _last(t),
+             data(_nonfinite(t.get("first_nonfinite")), "red" if t.get("first_nonfinite") else "")]
+            for t in info["tags"]
+        ),
+        title="Tags (last value of the lowest rank logging the tag)",
+    )
+    out.gap()
+    dropped = info["dropped"]
+    out.fields(
+        [(k, v) for k, v in dropped.items()] or [("dropped points", "none")],
+        title="Dropped points (bad values, tags or steps, write errors)",
+    )
+    p = info["problems"]
+    if p["skipped_bytes"]:
+        warn(f"{p['skipped_bytes']} corrupt bytes were skipped while reading this run")
+    if p["unknown_frames"]:
+        warn(f"{p['unknown_frames']} records of a newer format version were skipped")
+
+
+def _state(f: dict) -> str:
+    if f["closed"]:
+        state = f["end_status"] or "closed"
+    else:
+        state = "open"
+    if f["pending_bytes"]:
+        state += f", {f['pending_bytes']} B torn/pending"
+    if f["skipped_bytes"]:
+        state += f", {f['skipped_bytes']} B corrupt"
+    return state
+
+
+def register(app: typer.Typer) -> None:
+    app.command("show")(show)

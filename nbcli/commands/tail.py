@@ -1,0 +1,109 @@
+"""``nb tail RUN``: the last events of one rank, and with ``-f`` new ones as they come."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Annotated
+
+import typer
+from rich.text import Text
+
+from .._options import Json, Rank, Root, RunArg, Tags
+from .._output import Output, clean, emit_json_line, fmt_value, info
+
+_KIND_STYLE = {"scalar": "green", "timer": "magenta", "text": "cyan", "media": "blue", "system": "yellow"}
+
+
+def _line(ev, sep: str) -> Text:
+    from datetime import datetime
+
+    when = datetime.fromtimestamp(ev.wall_time).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+    if ev.kind == "text":
+        value = clean(ev.text or "")
+    elif ev.kind == "media":
+        value = clean(json.dumps(ev.meta, ensure_ascii=False, default=str))
+    elif ev.kind == "timer":
+        value = fmt_value(ev.value) + " s"
+    else:
+        value = fmt_value(ev.value)
+    parts = [
+        (when, "dim"),
+        (f"s{ev.session}", "dim"),
+        (str(ev.step), "cyan"),
+        (ev.kind, _KIND_STYLE.get(ev.kind, "")),
+        (clean(ev.tag), "bold"),
+        (value, ""),
+    ]
+    text = Text()
+    for i, (s, style) in enumerate(parts):
+        if i:
+            text.append(sep)
+        text.append(s, style=style)
+    return text
+
+
+def tail(
+    run: RunArg,
+    rank: Rank = 0,
+    lines: Annotated[
+        int, typer.Option("--lines", "-n", min=0, metavar="N", help="Print the last N events first.")
+    ] = 10,
+    follow: Annotated[
+        bool,
+        typer.Option("--follow", "-f",
+                     help="Keep printing new events as they are written, across new session files "
+                          "(resumes); wait for the run if it does not exist yet. Stop with Ctrl-C."),
+    ] = False,
+    tags: Tags = None,
+    system: Annotated[bool, typer.Option("--system", help="Include system metrics (left out by default).")] = False,
+    timeout: Annotated[
+        float | None,
+        typer.Option("--timeout", min=0, metavar="SECONDS",
+                     help="With -f: stop following after SECONDS and exit 0 [default: never].",
+                     show_default=False),
+    ] = None,
+    interval: Annotated[
+        float, typer.Option("--interval", min=0.01, metavar="SECONDS", help="With -f: seconds between polls.")
+    ] = 0.25,
+    root: Root = None,
+    as_json: Json = False,
+) -> None:
+    """Print the last N events (scalars, timers, text, media) of one rank, oldest first.
+
+    Each line: time, session, step, kind, tag, value (tab-separated when piped). With
+    --json, one JSON object per line (JSON Lines) with keys rank, session, step, kind,
+    tag, wall_time, value, text, meta; NaN and infinities are the strings "nan", "inf",
+    "-inf". Only bytes appended since the last poll are read.
+    """
+    from nblog._tail import DEFAULT_KINDS, Follower
+
+    kinds = DEFAULT_KINDS + (("system",) if system else ())
+    follower = Follower(run, root, rank=rank, kinds=kinds, tags=tags or None)
+    if follower.resolve() is None:
+        from nblog._catalog import default_root, resolve_run
+
+        if not follow:
+            resolve_run(run, root)  # raises RunNotFoundError, saying where it looked
+        info(f"waiting for run {run} under {os.path.abspath(root or default_root())} ...")
+    out = None if as_json else Output()
+
+    def emit(events) -> None:
+        for ev in events:
+            if out is None:
+                emit_json_line(ev.to_json())
+            else:
+                out.line(_line(ev, "  " if out.rich else "\t"))
+
+    emit(follower.poll(last=lines))
+    if not follow:
+        return
+    try:
+        for batch in follower.follow(interval, timeout=timeout):
+            emit(batch)
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+
+
+def register(app: typer.Typer) -> None:
+    app.command("tail")(tail)

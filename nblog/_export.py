@@ -1,0 +1,215 @@
+"""Merging a run's rank logs into one Polars frame and writing it: ``nb export``.
+
+:func:`read_frame` picks the kind, ranks and tags (shell-style globs) and returns the
+reader's frame; :func:`write_frame` writes Parquet, CSV or NDJSON; :func:`export_root`
+writes every run under a root as a hive-partitioned Parquet dataset
+(``project=…/run=…/rank=…/part-0.parquet``) that Polars, DuckDB or Spark scan lazily.
+Imports polars.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from collections.abc import Callable, Iterable
+from typing import IO
+from urllib.parse import quote
+
+import polars as pl
+
+from ._catalog import list_runs
+from ._reader import RunReader
+from ._tail import tag_matcher
+
+#: Kinds of frames ``nb export`` writes → the reader's tag kind.
+EXPORT_KINDS = {"scalars": "scalar", "timers": "timer", "system": "system", "text": "text"}
+FORMATS = ("parquet", "csv", "ndjson")
+_SUFFIXES = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".ndjson": "ndjson", ".jsonl": "ndjson", ".json": "ndjson"}
+#: Columns that the hive layout carries in folder names, not in the files.
+HIVE_COLUMNS = ("project", "run", "rank")
+
+
+def format_for(path: str | os.PathLike) -> str | None:
+    """The format a file name's suffix implies (``.parquet``/``.pq``, ``.csv``,
+    ``.ndjson``/``.jsonl``/``.json``), or None."""
+    return _SUFFIXES.get(os.path.splitext(os.fspath(path))[1].lower())
+
+
+def match_tags(reader: RunReader, kind: str, patterns: str | Iterable[str] | None, ranks: Iterable[int]) -> list[str] | None:
+    """Tag names of ``kind`` (a reader kind: "scalar", "timer", ...) on ``ranks`` that
+    match a glob of ``patterns``; None when ``patterns`` is None (every tag)."""
+    if patterns is None:
+        return None
+    match = tag_matcher(patterns)
+    return sorted({t for r in ranks for t in reader.tags(r, kind) if match(t)})
+
+
+def read_frame(
+    reader: RunReader,
+    kind: str = "scalars",
+    *,
+    tags: str | Iterable[str] | None = None,
+    rank: int = 0,
+    all_ranks: bool = False,
+    include_hidden: bool = False,
+) -> pl.DataFrame:
+    """One frame of ``kind`` ("scalars", "timers", "system", "text") for rank ``rank`` or
+    every rank merged, with ``rank`` and ``session`` columns.
+
+    ``tags`` are shell-style globs. System metrics are never hidden; their frame
+    (one machine per sampling rank) has a ``hostname`` column.
+
+    Raises:
+        ValueError: an unknown kind.
+    """
+    if kind not in EXPORT_KINDS:
+        raise ValueError(f"unknown kind {kind!r}; choose one of {', '.join(EXPORT_KINDS)}")
+    ranks = reader.ranks() if all_ranks else [rank]
+    names = match_tags(reader, EXPORT_KINDS[kind], tags, ranks)
+    if names is not None and not names:
+        names = []
+    if kind == "system":
+        df = reader.system(tags=names)
+        if names == []:
+            df = df.clear()
+        return df if all_ranks else df.filter(pl.col("rank") == rank)
+    if kind == "text":
+        df = reader.text(names, rank=rank, all_ranks=all_ranks, include_hidden=include_hidden)
+    elif kind == "timers":
+        df = reader.timers(names, rank=rank, all_ranks=all_ranks, include_hidden=include_hidden)
+    else:
+        df = reader.scalars(names, rank=rank, all_ranks=all_ranks, include_hidden=include_hidden)
+    return df
+
+
+def write_frame(df: pl.DataFrame, dest: str | os.PathLike | IO[bytes], fmt: str) -> None:
+    """Write ``df`` to a path (atomically: temp file, then rename) or a binary stream.
+
+    NDJSON keeps NaN and ±inf as the strings "nan", "inf" and "-inf" (JSON has no such
+    numbers; Polars alone would write null). CSV writes ``NaN``/``inf``; Parquet is exact.
+
+    Raises:
+        ValueError: an unknown format.
+        OSError: the file cannot be written.
+    """
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    if isinstance(dest, (str, os.PathLike)):
+        path = os.fspath(dest)
+        folder = os.path.dirname(os.path.abspath(path))
+        tmp = os.path.join(folder, f".{os.path.basename(path)}.{secrets.token_hex(4)}.tmp")
+        try:
+            with open(tmp, "xb") as f:
+                _write(df, f, fmt)
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+    else:
+        _write(df, dest, fmt)
+
+
+def _write(df: pl.DataFrame, f: IO[bytes], fmt: str) -> None:
+    if fmt == "parquet":
+        df.write_parquet(f, compression="zstd", statistics=True)
+    elif fmt == "csv":
+        df.write_csv(f)
+    else:
+        f.write(_ndjson(df))
+
+
+def _ndjson(df: pl.DataFrame) -> bytes:
+    if not len(df):
+        return b""
+    bad = [
+        c for c, t in df.schema.items()
+        if t.is_float() and df.select((~pl.col(c).is_finite()).any()).item()
+    ]
+    if not bad:
+        return df.write_ndjson().encode()
+    # Build each line in Polars: the columns holding NaN/inf as JSON text of our own,
+    # the others encoded by Polars, spliced back in the frame's column order.
+    parts: list[pl.Expr] = []
+    group: list[str] = []
+
+    def close_group() -> None:
+        if group:
+            enc = pl.struct(list(group)).struct.json_encode()
+            parts.append(enc.str.strip_prefix("{").str.strip_suffix("}"))
+            group.clear()
+
+    for c in df.columns:
+        if c not in bad:
+            group.append(c)
+            continue
+        close_group()
+        col = pl.col(c)
+        text = (
+            pl.when(col.is_null()).then(pl.lit("null"))
+            .when(col.is_nan()).then(pl.lit('"nan"'))
+            .when(col == float("inf")).then(pl.lit('"inf"'))
+            .when(col == float("-inf")).then(pl.lit('"-inf"'))
+            .otherwise(col.cast(pl.String))
+        )
+        parts.append(pl.lit(json.dumps(c) + ":") + text)
+    close_group()
+    lines = df.select(pl.lit("{") + pl.concat_str(parts, separator=",") + pl.lit("}")).to_series()
+    return ("\n".join(lines.to_list()) + "\n").encode()
+
+
+def hive_path(outdir: str | os.PathLike, project: str, run: str, rank: int) -> str:
+    """``outdir/project=<p>/run=<r>/rank=<k>``, values percent-encoded as Hive does
+    (anything but letters, digits and ``._-``)."""
+    return os.path.join(
+        os.fspath(outdir),
+        f"project={quote(project, safe='')}",
+        f"run={quote(run, safe='')}",
+        f"rank={rank}",
+    )
+
+
+def export_root(
+    root: str | os.PathLike,
+    outdir: str | os.PathLike,
+    kind: str = "scalars",
+    *,
+    project: str | None = None,
+    tags: str | Iterable[str] | None = None,
+    include_hidden: bool = False,
+    on_run: Callable[[dict], None] | None = None,
+) -> list[dict]:
+    """Write every run under ``root`` (or of ``project``) as hive-partitioned Parquet.
+
+    One file per run and rank: ``outdir/project=…/run=…/rank=…/part-0.parquet`` (the
+    partition columns live in the folder names only). Rewriting a run replaces its
+    files. Read it back with ``pl.scan_parquet(outdir, hive_partitioning=True,
+    hive_schema={"project": pl.String, "run": pl.String, "rank": pl.Int32})``.
+    ``on_run`` is called with each run's result as it is written.
+
+    Returns:
+        One dict per run: project, run, ranks (written), rows, files.
+    """
+    if kind not in EXPORT_KINDS:
+        raise ValueError(f"unknown kind {kind!r}; choose one of {', '.join(EXPORT_KINDS)}")
+    results = []
+    for row in list_runs(root, project):
+        reader = RunReader(row["path"])
+        df = read_frame(reader, kind, tags=tags, all_ranks=True, include_hidden=include_hidden)
+        files, rows, ranks = [], 0, []
+        for (r,), part in df.partition_by("rank", as_dict=True, maintain_order=True).items() if len(df) else []:
+            folder = hive_path(outdir, row["project"], row["id"], int(r))
+            os.makedirs(folder, exist_ok=True)
+            path = os.path.join(folder, "part-0.parquet")
+            write_frame(part.drop([c for c in HIVE_COLUMNS if c in part.columns]), path, "parquet")
+            files.append(path)
+            rows += len(part)
+            ranks.append(int(r))
+        result = {"project": row["project"], "run": row["id"], "ranks": ranks, "rows": rows, "files": files}
+        results.append(result)
+        if on_run is not None:
+            on_run(result)
+    return results

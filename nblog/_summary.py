@@ -1,0 +1,263 @@
+"""What ``nb show`` and ``nb timers`` report, computed from a :class:`RunReader`.
+
+Everything here is a JSON-able dict or list (stable keys, ``None`` for missing, units
+in key names), so the command line only formats it. Aggregation happens at read time,
+never in the training loop. Imports polars (through the reader).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections import Counter
+from collections.abc import Iterable
+
+import polars as pl
+
+from ._catalog import run_summary
+from ._reader import RunReader
+from ._tail import json_number, tag_matcher
+
+#: ``nb timers`` flags a timer when its slowest rank's mean is this many times the
+#: median of the ranks' means.
+STRAGGLER_SPREAD = 1.2
+
+
+def _point_tags(df: pl.DataFrame) -> list[dict]:
+    """Per tag of one rank's frame: points, last step, last value, first non-finite."""
+    if not len(df):
+        return []
+    last = (
+        df.with_row_index("_i")
+        .sort("step", "_i")
+        .group_by("tag", maintain_order=True)
+        .agg(
+            pl.len().alias("points"),
+            pl.col("step").last().alias("last_step"),
+            pl.col("value").last().alias("last_value"),
+        )
+    )
+    bad = (
+        df.with_row_index("_i")
+        .filter(~pl.col("value").is_finite())
+        .sort("step", "_i")
+        .group_by("tag", maintain_order=True)
+        .agg(pl.col("step").first().alias("bad_step"), pl.col("value").first().alias("bad_value"))
+    )
+    rows = {r["tag"]: dict(r) for r in last.iter_rows(named=True)}
+    for r in bad.iter_rows(named=True):
+        rows[r["tag"]]["bad"] = (r["bad_step"], r["bad_value"])
+    return list(rows.values())
+
+
+def tag_table(reader: RunReader, ranks: Iterable[int] | None = None) -> list[dict]:
+    """One dict per (kind, tag) over ``ranks`` (default: every rank with a file).
+
+    Keys: kind, tag, ranks (how many ranks logged it), points (visible points, all
+    ranks), last_step, last_value (of the lowest rank that logged the tag: rank 0 for
+    scalars), last_rank, first_nonfinite (``{"step", "rank", "value"}`` of the earliest
+    NaN or ±inf, lowest rank first at equal steps; None if every value is finite).
+    Text tags carry ``last_text`` instead of ``last_value``; media tags count records.
+    Values that are not finite appear as the strings "nan", "inf", "-inf".
+    """
+    ranks = reader.ranks() if ranks is None else list(ranks)
+    out: dict[tuple[str, str], dict] = {}
+
+    def entry(kind: str, tag: str) -> dict:
+        return out.setdefault(
+            (kind, tag),
+            {"kind": kind, "tag": tag, "ranks": 0, "points": 0, "last_step": None, "last_value": None,
+             "last_rank": None, "first_nonfinite": None},
+        )
+
+    for r in ranks:
+        for kind, df in (("scalar", reader.scalars(rank=r)), ("timer", reader.timers(rank=r))):
+            for row in _point_tags(df):
+                e = entry(kind, row["tag"])
+                e["ranks"] += 1
+                e["points"] += row["points"]
+                if e["last_rank"] is None:
+                    e["last_step"], e["last_value"], e["last_rank"] = row["last_step"], json_number(row["last_value"]), r
+                bad = row.get("bad")
+                if bad is not None:
+                    cur = e["first_nonfinite"]
+                    if cur is None or bad[0] < cur["step"]:
+                        e["first_nonfinite"] = {"step": bad[0], "rank": r, "value": json_number(bad[1])}
+        text = reader.text(rank=r)
+        if len(text):
+            for tag, g in text.with_row_index("_i").sort("step", "_i").group_by("tag", maintain_order=True):
+                e = entry("text", tag[0])
+                e["ranks"] += 1
+                e["points"] += len(g)
+                if e["last_rank"] is None:
+                    e["last_step"], e["last_rank"] = int(g["step"][-1]), r
+                    e["last_text"] = g["text"][-1]
+                e.pop("last_value", None)
+                e.pop("first_nonfinite", None)
+        media: dict[str, list[int]] = {}  # tag → [records, last step]
+        for lf in reader.files(r):
+            for step, tid, *_rest in lf.media:
+                kind_name = lf.tags.get(tid)
+                if kind_name is not None:
+                    m = media.setdefault(kind_name[1], [0, step])
+                    m[0] += 1
+                    m[1] = max(m[1], step)
+        for tag, (n, last_step) in media.items():
+            e = entry("media", tag)
+            e["ranks"] += 1
+            e["points"] += n
+            if e["last_rank"] is None:
+                e["last_step"], e["last_rank"] = last_step, r
+            e.pop("last_value", None)
+            e.pop("first_nonfinite", None)
+    order = {"scalar": 0, "timer": 1, "text": 2, "media": 3}
+    return sorted(out.values(), key=lambda e: (order[e["kind"]], e["tag"]))
+
+
+def overview(reader: RunReader) -> dict:
+    """Everything ``nb show`` prints, as one JSON-able dict.
+
+    Keys: run (the ``nb ls`` row of :func:`nblog._catalog.run_summary`), meta (the other
+    ``run.json`` fields: launcher, job_id, job_id_source, run_id_source, hosts,
+    nblog_version, format_version), config, sessions (from ``run.json``, each with
+    hidden_points: points hidden by later sessions, all ranks), files (one per event
+    log: rank, session, file, size_bytes, host, pid, wall_start, first_step,
+    last_step, points, hidden_points, closed, end_status, dropped, skipped_bytes,
+    pending_bytes, unknown_frames), machines (:meth:`RunReader.machines` plus
+    system_tags), tags (:func:`tag_table`), dropped (counter → points dropped, all
+    ranks and sessions), problems (skipped_bytes, unknown_frames, pending_bytes).
+    """
+    meta = reader.meta
+    files = []
+    hidden_by_session: Counter[int] = Counter()
+    dropped: Counter[str] = Counter()
+    problems: Counter[str] = Counter()
+    ranks = reader.ranks()
+    for r in ranks:
+        for s in reader.sessions(r):
+            end = s["end"] or {}
+            files.append(
+                {
+                    "rank": r,
+                    "session": s["session"],
+                    "file": os.path.basename(s["path"]),
+                    "size_bytes": s["size_bytes"],
+                    "host": s["host"],
+                    "pid": s["pid"],
+                    "wall_start": s["wall_start"],
+                    "first_step": s["first_step"],
+                    "last_step": s["last_step"],
+                    "points": s["points"],
+                    "hidden_points": s["hidden_points"],
+                    "closed": s["end"] is not None,
+                    "end_status": end.get("status"),
+                    "dropped": dict(s["dropped"]),
+                    "skipped_bytes": s["skipped_bytes"],
+                    "pending_bytes": s["pending_bytes"],
+                    "unknown_frames": s["unknown_frames"],
+                }
+            )
+            hidden_by_session[s["session"]] += s["hidden_points"]
+            for k, v in (s["dropped"] or {}).items():
+                if isinstance(v, int):
+                    dropped[k] += v
+            for k in ("skipped_bytes", "pending_bytes", "unknown_frames"):
+                problems[k] += s[k] or 0
+    sessions = []
+    for s in meta.get("sessions") or []:
+        if not isinstance(s, dict):
+            continue
+        n = s.get("session")
+        sessions.append(
+            {
+                "session": n,
+                "start": s.get("start"),
+                "end": s.get("end"),
+                "end_reason": s.get("end_reason"),
+                "host": s.get("host"),
+                "pid": s.get("pid"),
+                "world_size": s.get("world_size"),
+                "first_step": s.get("first_step"),
+                "last_step": s.get("last_step"),
+                "hidden_points": hidden_by_session.get(n, 0),
+                "restart_counts": s.get("restart_counts") or {},
+            }
+        )
+    machines = []
+    for m in reader.machines():
+        m = dict(m)
+        m["system_tags"] = len(reader.tags(m["rank"], "system"))
+        machines.append(m)
+    keys = ("launcher", "job_id", "job_id_source", "run_id_source", "hosts", "nblog_version", "format_version")
+    return {
+        "run": run_summary(reader.dir),
+        "meta": {k: meta.get(k) for k in keys},
+        "config": reader.config,
+        "sessions": sessions,
+        "files": files,
+        "machines": machines,
+        "tags": tag_table(reader, ranks),
+        "dropped": dict(sorted(dropped.items())),
+        "problems": {k: problems.get(k, 0) for k in ("skipped_bytes", "pending_bytes", "unknown_frames")},
+    }
+
+
+def timer_report(
+    reader: RunReader,
+    tags: str | Iterable[str] | None = None,
+    *,
+    last_steps: int | None = None,
+    threshold: float = STRAGGLER_SPREAD,
+) -> dict:
+    """Timers across ranks, for ``nb timers``.
+
+    Args:
+        tags: shell-style globs selecting timers (None: all).
+        last_steps: keep only each rank's last N steps.
+        threshold: a timer whose slowest rank's mean is at least ``threshold`` times
+            the median of the ranks' means is flagged as having a straggler.
+
+    Returns:
+        ``{"ranks": [...], "timers": [...], "threshold": threshold}``. ``ranks`` has one
+        row per (timer, rank): tag, rank, count, mean_s, p50_s, p95_s, max_s, total_s,
+        straggler (this rank's mean ≥ threshold × the median mean). ``timers`` has one
+        row per timer: tag, ranks, slowest_rank, slowest_mean_s, median_mean_s,
+        fastest_rank, fastest_mean_s, spread (slowest mean / median mean; None when
+        the median is 0), straggler (spread ≥ threshold).
+    """
+    match = tag_matcher(tags)
+    ranks = reader.ranks()
+    names = sorted({t for r in ranks for t in reader.tags(r, "timer") if match(t)})
+    empty = {"ranks": [], "timers": [], "threshold": threshold}
+    if not names:
+        return empty
+    stats = reader.timer_stats(names, all_ranks=True, last_steps=last_steps)
+    if not len(stats):
+        return empty
+    per_rank = []
+    timers = []
+    for (tag,), g in stats.sort("tag", "rank").group_by("tag", maintain_order=True):
+        rows = g.to_dicts()
+        means = sorted(r["mean_s"] for r in rows)
+        k = len(means)
+        median = means[k // 2] if k % 2 else (means[k // 2 - 1] + means[k // 2]) / 2
+        slow = max(rows, key=lambda r: (r["mean_s"], -r["rank"]))
+        fast = min(rows, key=lambda r: (r["mean_s"], r["rank"]))
+        spread = slow["mean_s"] / median if median > 0 else None
+        for r in rows:
+            r["straggler"] = bool(median > 0 and r["mean_s"] >= threshold * median and k > 1)
+            per_rank.append(r)
+        timers.append(
+            {
+                "tag": tag,
+                "ranks": k,
+                "slowest_rank": slow["rank"],
+                "slowest_mean_s": slow["mean_s"],
+                "median_mean_s": median,
+                "fastest_rank": fast["rank"],
+                "fastest_mean_s": fast["mean_s"],
+                "spread": spread if spread is None or math.isfinite(spread) else None,
+                "straggler": bool(spread is not None and spread >= threshold and k > 1),
+            }
+        )
+    return {"ranks": per_rank, "timers": timers, "threshold": threshold}

@@ -1,0 +1,287 @@
+"""Following one rank of a run while it is written: the engine of ``nb tail`` and the TUI.
+
+:class:`Follower` turns a rank's event logs into :class:`Event` objects, session file by
+session file, in file order. Each :meth:`Follower.poll` reads only the bytes appended
+since the previous one (:class:`~nblog._logfile.LogFile` keeps the offsets and leaves a
+partial last frame for later: "not written yet"), picks up new session files (a resume)
+and, while the run folder does not exist yet, simply finds nothing.
+
+Imports numpy (``import nblog`` does not import this module).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+import os
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import _format as F
+from ._catalog import resolve_run
+from ._errors import RunNotFoundError
+from ._logfile import Delta, LogFile, _unwrap
+from ._runfile import parse_event_file_name
+
+#: Every kind of event; ``nb tail`` shows all but "system" unless asked.
+KINDS = ("scalar", "timer", "text", "media", "system")
+DEFAULT_KINDS = ("scalar", "timer", "text", "media")
+_KIND_CODES = {name: code for code, name in F.KIND_NAMES.items()}
+
+
+@dataclass(frozen=True)
+class Event:
+    """One logged record of one rank.
+
+    ``value`` is set for scalars, timers (seconds) and system metrics; ``text`` for text;
+    ``meta`` (the media description) for media. ``wall_time`` is unix seconds.
+    """
+
+    rank: int
+    session: int
+    step: int
+    kind: str
+    tag: str
+    wall_time: float
+    value: float | None = None
+    text: str | None = None
+    meta: dict | None = None
+
+    def to_json(self) -> dict:
+        """A JSON-able dict with stable keys; non-finite values become the strings
+        ``"nan"``, ``"inf"`` and ``"-inf"`` (JSON has no such numbers)."""
+        return {
+            "rank": self.rank,
+            "session": self.session,
+            "step": self.step,
+            "kind": self.kind,
+            "tag": self.tag,
+            "wall_time": self.wall_time,
+            "value": json_number(self.value),
+            "text": self.text,
+            "meta": self.meta,
+        }
+
+
+def json_number(value: float | None) -> float | str | None:
+    """``value`` itself when finite (or None), else ``"nan"``, ``"inf"`` or ``"-inf"``."""
+    if value is None or math.isfinite(value):
+        return value
+    if math.isnan(value):
+        return "nan"
+    return "inf" if value > 0 else "-inf"
+
+
+def tag_matcher(patterns: str | Iterable[str] | None) -> Callable[[str], bool]:
+    """A predicate that is true for tags matching any shell-style glob in ``patterns``
+    (``*``, ``?``, ``[...]``; case-sensitive; ``None`` matches every tag)."""
+    if patterns is None:
+        return lambda _tag: True
+    pats = [patterns] if isinstance(patterns, str) else list(patterns)
+    cache: dict[str, bool] = {}
+
+    def match(tag: str) -> bool:
+        hit = cache.get(tag)
+        if hit is None:
+            hit = cache[tag] = any(fnmatch.fnmatchcase(tag, p) for p in pats)
+        return hit
+
+    return match
+
+
+class _Session:
+    """One session file being followed."""
+
+    def __init__(self, session: int, path: str):
+        self.session = session
+        self.file = LogFile(path, keep=False)
+        self.prev_ms = 0  # last unwrapped millisecond value decoded
+        self.allowed = np.zeros(0, bool)  # tag id → shown
+        self.allowed_n = -1  # len(file.tags) when ``allowed`` was built
+
+    def wall0(self) -> float:
+        return float(self.file.header.get("wall_start") or 0.0)
+
+
+class Follower:
+    """Follow the events of one rank of a run.
+
+    Args:
+        run: a run id, a unique prefix, ``project/run id`` or a path to a run folder;
+            it may not exist yet (:meth:`poll` returns nothing until it does).
+        root: where ids are looked up (default ``$NB_DIR``, else ``./nb_runs``).
+        rank: the rank to follow (default 0).
+        kinds: the kinds of events to return (:data:`KINDS`); system metrics are left
+            out by default.
+        tags: shell-style globs; only tags matching one of them are returned.
+
+    Not thread-safe: poll from one thread. Files are read, never written.
+
+    Raises:
+        AmbiguousRunError: (from :meth:`resolve`, :meth:`poll`) ``run`` matches several runs.
+        FormatVersionError: (from :meth:`poll`) a file of a newer format version.
+    """
+
+    def __init__(
+        self,
+        run: str | os.PathLike,
+        root: str | os.PathLike | None = None,
+        *,
+        rank: int = 0,
+        kinds: Iterable[str] = DEFAULT_KINDS,
+        tags: str | Iterable[str] | None = None,
+    ):
+        kinds = tuple(kinds)
+        unknown = [k for k in kinds if k not in _KIND_CODES]
+        if unknown:
+            raise ValueError(f"unknown event kinds {unknown}; known: {', '.join(KINDS)}")
+        self.query = run
+        self.root = root
+        self.rank = rank
+        self.dir: str | None = None
+        self._kinds = {_KIND_CODES[k] for k in kinds}
+        self._match = tag_matcher(tags)
+        self._sessions: dict[int, _Session] = {}
+
+    def resolve(self) -> str | None:
+        """The run folder, or None while no run matches ``run`` (it may appear later)."""
+        if self.dir is None:
+            try:
+                self.dir = resolve_run(self.query, self.root)
+            except RunNotFoundError:
+                return None
+        return self.dir
+
+    def poll(self, last: int | None = None) -> list[Event]:
+        """Events appended since the previous poll, in file order, session by session.
+
+        ``last=N`` keeps only the last N of them (and decodes only those): the
+        ``nb tail -n N`` start. Within one write, records are ordered by the time they
+        were logged.
+        """
+        if self.resolve() is None:
+            return []
+        self._discover()
+        keep: deque[Event] | list[Event] = deque(maxlen=last) if last is not None else []
+        for s in sorted(self._sessions):
+            sess = self._sessions[s]
+            lf = sess.file
+            while True:
+                before = lf.offset
+                delta = lf.poll()
+                if delta:
+                    keep.extend(self._decode(sess, delta, last))
+                if lf.offset == before or lf.size - lf.offset <= lf.pending_bytes:
+                    break
+        return list(keep)
+
+    def follow(
+        self,
+        interval: float = 0.25,
+        *,
+        timeout: float | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> Iterator[list[Event]]:
+        """Yield each non-empty batch of new events, polling every ``interval`` seconds,
+        until ``timeout`` seconds have passed (None: forever). ``sleep`` and ``clock``
+        are injectable for tests."""
+        deadline = None if timeout is None else clock() + timeout
+        while True:
+            events = self.poll()
+            if events:
+                yield events
+            if deadline is not None:
+                left = deadline - clock()
+                if left <= 0:
+                    return
+                sleep(min(interval, left))
+            else:
+                sleep(interval)
+
+    # -- internals -----------------------------------------------------------------
+
+    def _discover(self) -> None:
+        try:
+            names = os.listdir(self.dir)
+        except OSError:
+            return
+        for name in names:
+            rs = parse_event_file_name(name)
+            if rs is not None and rs[0] == self.rank and rs[1] not in self._sessions:
+                self._sessions[rs[1]] = _Session(rs[1], os.path.join(self.dir, name))
+
+    def _allowed(self, sess: _Session) -> np.ndarray:
+        tags = sess.file.tags
+        if sess.allowed_n != len(tags):
+            n = max(tags, default=-1) + 1
+            allowed = np.zeros(n, bool)
+            for tid, (kind, name) in tags.items():
+                allowed[tid] = kind in self._kinds and self._match(name)
+            sess.allowed, sess.allowed_n = allowed, len(tags)
+        return sess.allowed
+
+    def _decode(self, sess: _Session, delta: Delta, last: int | None) -> list[Event]:
+        lf = sess.file
+        wall0 = sess.wall0()
+        # (ms, order, event) so that records of one write come out in logging order
+        items: list[tuple[int, int, Event]] = []
+        if delta.points:
+            raw = np.frombuffer(b"".join(delta.points), dtype=np.dtype(F.NUMPY_POINT_DTYPE))
+            ms = _unwrap(raw["ms"], sess.prev_ms)
+            if len(ms):
+                sess.prev_ms = int(ms[-1])
+            allowed = self._allowed(sess)
+            tid = raw["tag"].astype(np.int64)
+            ok = np.zeros(len(raw), bool)
+            known = tid < len(allowed)
+            ok[known] = allowed[tid[known]]
+            idx = np.flatnonzero(ok)
+            if last is not None:
+                idx = idx[len(idx) - last :] if last else idx[:0]
+            steps, values, tids, mss = (
+                raw["step"][idx].tolist(),
+                raw["value"][idx].tolist(),
+                tid[idx].tolist(),
+                ms[idx].tolist(),
+            )
+            for i, (step, value, t, m) in enumerate(zip(steps, values, tids, mss, strict=True)):
+                kind, name = lf.tags[t]
+                ev = Event(self.rank, sess.session, step, F.KIND_NAMES[kind], name, wall0 + m / 1000.0, value=value)
+                items.append((m, i, ev))
+        base = len(items)
+        texts = [x for x in delta.texts if self._shown(lf, x[1], F.KIND_TEXT)]
+        media = [x for x in delta.media if self._shown(lf, x[1], F.KIND_MEDIA)]
+        if last is not None:
+            texts, media = texts[len(texts) - last :] if last else [], media[len(media) - last :] if last else []
+        for j, (step, t, m, text) in enumerate(texts):
+            m = self._near(m, sess.prev_ms)
+            ev = Event(self.rank, sess.session, step, "text", lf.tags[t][1], wall0 + m / 1000.0, text=text)
+            items.append((m, base + j, ev))
+        base = len(items)
+        for j, (step, t, m, _offset, _length, meta) in enumerate(media):
+            m = self._near(m, sess.prev_ms)
+            ev = Event(self.rank, sess.session, step, "media", lf.tags[t][1], wall0 + m / 1000.0, meta=meta)
+            items.append((m, base + j, ev))
+        if texts or media:
+            items.sort(key=lambda x: (x[0], x[1]))
+        return [ev for _m, _i, ev in items]
+
+    def _shown(self, lf: LogFile, tid: int, kind: int) -> bool:
+        entry = lf.tags.get(tid)
+        return entry is not None and entry[0] == kind and kind in self._kinds and self._match(entry[1])
+
+    @staticmethod
+    def _near(ms32: int, ref: int) -> int:
+        """Unwrap a u32 millisecond value of a text or media record next to ``ref``."""
+        base = ref - (ref & 0xFFFFFFFF)
+        full = base + ms32
+        if full < ref - (1 << 31):
+            full += 1 << 32
+        elif full > ref + (1 << 31) and full >= (1 << 32):
+            full -= 1 << 32
+        return full
