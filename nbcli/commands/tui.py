@@ -1,13 +1,13 @@
-"""``nb tui [RUN|PROJECT]``: the Textual terminal UI (its own issue; a placeholder here)."""
+"""``nb tui [RUN|PROJECT]``: the live terminal UI (``nbcli.tui``)."""
 
 from __future__ import annotations
 
+import os
 from typing import Annotated
 
 import typer
 
 from .._options import Root
-from .._output import error
 
 
 def tui(
@@ -17,11 +17,38 @@ def tui(
                        show_default=False),
     ] = None,
     root: Root = None,
+    interval: Annotated[
+        float,
+        typer.Option("--interval", "-i", min=0.1, metavar="SECONDS", envvar="NB_TUI_INTERVAL",
+                     help="Seconds between reads of new data.", show_envvar=True),
+    ] = 1.0,
 ) -> None:
-    """Browse runs in a terminal UI: tag tree, live plots, ranks, timers, system metrics, text."""
-    error("the terminal UI is not part of this build yet",
-          "use `nb show RUN`, `nb tail -f RUN` and `nb timers RUN` meanwhile")
-    raise typer.Exit(1)
+    """Browse runs in a terminal UI: tag tree, live plots, ranks, timers, system metrics, text.
+
+    RUN opens that run; PROJECT opens the runs screen with that project's runs; nothing
+    opens every run under the root. Press ? inside for the keys, q to quit.
+    """
+    from nblog._catalog import default_root, resolve_run
+
+    root = root or default_root()
+    runs: list[str] = []
+    project = None
+    if target is not None:
+        if _is_project(root, target):
+            project = target
+        else:
+            runs = [resolve_run(target, root)]  # errors reach nb's error boundary
+    from ..tui.app import NbTui
+
+    NbTui(root=root, runs=runs, project=project, poll_s=interval).run()
+
+
+def _is_project(root: str, name: str) -> bool:
+    """A project: a folder directly under the root that is not itself a run."""
+    if "/" in name or name in (".", "..") or os.path.isdir(name) and os.path.exists(os.path.join(name, "run.json")):
+        return False
+    path = os.path.join(root, name)
+    return os.path.isdir(path) and not os.path.exists(os.path.join(path, "run.json"))
 
 
 def register(app: typer.Typer) -> None:

@@ -1,0 +1,13 @@
+"""``nb tui``: a live Textual terminal viewer for every rank of a job.
+
+Layout after Textualize's toolong / frogmouth: ``app.py`` (small), ``screens/``,
+``widgets/``, ``messages.py``, one stylesheet ``nb.tcss``. Reading happens in thread
+workers over :class:`nblog._live.LiveRun` (only appended bytes are read); numeric
+work for display (EMA, min/max downsampling, bands) is ``nblog._series``.
+"""
+
+from __future__ import annotations
+
+from .app import NbTui
+
+__all__ = ["NbTui"]

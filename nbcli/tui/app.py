@@ -1,0 +1,50 @@
+"""The Textual application: picks the first screen, global keys, command palette."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.screen import Screen
+
+from .screens.help import HelpScreen
+from .screens.run import RunScreen
+from .screens.runs import RunsScreen
+
+
+class NbTui(App):
+    """``runs``: run folders to open (several are overlaid); else the runs screen of
+    ``root`` (only ``project``'s runs when given). ``poll_s``: seconds between reads of
+    new data (0: read once, for tests)."""
+
+    CSS_PATH = "nb.tcss"
+    TITLE = "nb"
+    BINDINGS = [
+        Binding("q", "quit", "quit"),
+        Binding("question_mark", "help", "help"),
+    ]
+
+    def __init__(self, *, root: str = "nb_runs", runs: list[str] | None = None, project: str | None = None,
+                 poll_s: float = 1.0):
+        super().__init__()
+        self.root = root
+        self.runs = list(runs or [])
+        self.project = project
+        self.poll_s = poll_s
+
+    def on_mount(self) -> None:
+        if self.runs:
+            self.push_screen(RunScreen(self.runs, poll_s=self.poll_s))
+        else:
+            self.push_screen(RunsScreen(self.root, self.project, poll_s=self.poll_s))
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        yield SystemCommand("Help", "Keys and what the screens show", self.action_help)
+        for title, help_text, callback in getattr(screen, "palette_commands", lambda: [])():
+            yield SystemCommand(title, help_text, callback)

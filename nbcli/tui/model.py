@@ -1,0 +1,243 @@
+"""What the run screen reads, prepared in a worker thread.
+
+:class:`RunModel` holds one :class:`~nblog._live.LiveRun` per run shown (several when
+runs are overlaid) and turns a :class:`Request` (view, rank, tags, axis, smoothing,
+...) into small results: plot specs, table rows, text entries. One lock serializes
+workers; nothing here touches widgets.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from nblog._live import LiveRun
+
+from .messages import RunStatus
+from .plotdata import AXIS_NAMES, Smoother, band_spec, scalar_spec, system_spec
+
+MAX_PLOTS = 6
+KEEP_SERIES = 128
+TEXT_LIMIT = 500
+_GPU = re.compile(r"^system/gpu(\d+)/(.+)$")
+
+
+@dataclass(frozen=True)
+class Request:
+    seq: int
+    view: str = "scalars"
+    refresh: bool = False
+    rank: int = 0
+    tags: tuple[str, ...] = ()
+    axis: str = "step"
+    smoothing: float = 0.6
+    logy: bool = False
+    buckets: int = 200
+    machine: int = -1  # -1: every machine (small multiples)
+    timer: str | None = None
+
+
+@dataclass
+class TimersData:
+    rows: list[dict]
+    tags: list[str]
+    band: object  # PlotSpec
+    timer: str | None
+
+
+@dataclass
+class SystemData:
+    grid: list[tuple[str, list[float | None]]]
+    machines: list[str]
+    machine: int
+    plots: list  # PlotSpec
+
+
+@dataclass
+class TextData:
+    rank: int
+    entries: list[tuple[int, int, str, str, float]]
+    total: int
+
+
+class RunModel:
+    def __init__(self, run_dirs: list[str]):
+        self.runs = [LiveRun(d) for d in run_dirs]
+        self.lock = threading.Lock()
+        self.smoother = Smoother()
+        self._used: OrderedDict[tuple, None] = OrderedDict()
+
+    @property
+    def primary(self) -> LiveRun:
+        return self.runs[0]
+
+    def label(self, live: LiveRun) -> str:
+        meta = live.meta
+        return str(meta.get("name") or meta.get("id") or os.path.basename(live.dir))
+
+    def refresh(self) -> bool:
+        changed = False
+        for live in self.runs:
+            changed |= live.refresh()
+        return changed
+
+    def _use(self, live_index: int, key: tuple) -> None:
+        k = (live_index, *key)
+        self._used[k] = None
+        self._used.move_to_end(k)
+        while len(self._used) > KEEP_SERIES:
+            self._used.popitem(last=False)
+
+    def _trim(self) -> None:
+        for i, live in enumerate(self.runs):
+            live.forget(k[1:] for k in self._used if k[0] == i)
+
+    # -- status ---------------------------------------------------------------------------
+
+    def status(self, rank: int) -> RunStatus:
+        live = self.primary
+        meta = live.meta
+        tags: set[str] = set()
+        for other in self.runs:
+            tags.update(other.tags(rank, "scalar"))
+        sessions = live.sessions(rank)
+        title = f"{meta.get('project') or os.path.basename(os.path.dirname(live.dir))}/" \
+                f"{meta.get('id') or os.path.basename(live.dir)}"
+        if meta.get("name"):
+            title += f"  {meta['name']}"
+        return RunStatus(
+            title=title,
+            status=str(meta.get("status") or ("waiting" if not live.ranks() else "unknown")),
+            gone=live.gone,
+            ranks=live.ranks(),
+            sessions=len(sessions),
+            last_step=live.last_step(rank),
+            tags=sorted(tags),
+            runs=len(self.runs),
+            waiting=not live.ranks(),
+        )
+
+    # -- views ------------------------------------------------------------------------------
+
+    def view(self, req: Request, default_tag: str | None) -> object:
+        fn = {"scalars": self._scalars, "timers": self._timers, "system": self._system, "text": self._text}[req.view]
+        out = fn(req, default_tag)
+        self._trim()
+        return out
+
+    def _scalars(self, req: Request, default_tag: str | None) -> list:
+        tags = list(req.tags) or ([default_tag] if default_tag else [])
+        specs, used = [], []
+        for tag in tags[:MAX_PLOTS]:
+            entries = []
+            for i, live in enumerate(self.runs):
+                s = live.series(req.rank, [tag])[tag]
+                self._use(i, (req.rank, "scalar", tag))
+                used.append(s)
+                entries.append((self.label(live) if len(self.runs) > 1 else "", s))
+            specs.append(
+                scalar_spec(tag, entries, axis=req.axis, smoothing=req.smoothing, logy=req.logy,
+                            buckets=req.buckets, smoother=self.smoother)
+            )
+        self.smoother.keep(used)
+        if not tags:
+            from .widgets.plot import PlotSpec
+
+            specs.append(PlotSpec(message=f"rank {req.rank} logged no scalars (yet)"))
+        for spec in specs:
+            spec.title = spec.title + ("" if req.axis == "step" else f"  vs {AXIS_NAMES[req.axis]}")
+        return specs
+
+    def _timers(self, req: Request, _default: str | None) -> TimersData:
+        live = self.primary
+        ranks = live.ranks()
+        tags = sorted({t for r in ranks for t in live.tags(r, "timer")})
+        rows = []
+        per_tag: dict[str, dict[int, object]] = {t: {} for t in tags}
+        for r in ranks:
+            mine = [t for t in tags if t in set(live.tags(r, "timer"))]
+            if not mine:
+                continue
+            for tag, s in live.series(r, mine, "timer").items():
+                self._use(0, (r, "timer", tag))
+                if not len(s):
+                    continue
+                per_tag[tag][r] = s
+                v = s.value
+                rows.append({
+                    "tag": tag, "rank": r, "count": len(v), "mean_s": float(np.mean(v)),
+                    "p50_s": float(np.percentile(v, 50)), "p95_s": float(np.percentile(v, 95)),
+                    "max_s": float(np.max(v)), "total_s": float(np.sum(v)),
+                })
+        rows.sort(key=lambda r: (r["tag"], r["rank"]))
+        slowest = {}
+        for row in rows:
+            best = slowest.get(row["tag"])
+            if best is None or row["mean_s"] > best["mean_s"]:
+                slowest[row["tag"]] = row
+        for row in rows:
+            row["slowest"] = slowest[row["tag"]] is row and len(per_tag[row["tag"]]) > 1
+        timer = req.timer if req.timer in per_tag else (tags[0] if tags else None)
+        if timer is not None:
+            spec, _slow = band_spec(f"{timer}: band across ranks", per_tag[timer], req.buckets)
+        else:
+            from .widgets.plot import PlotSpec
+
+            spec = PlotSpec(message="no timers logged (run.timer(...); all_ranks=True for every rank)")
+        return TimersData(rows, tags, spec, timer)
+
+    def _system(self, req: Request, _default: str | None) -> SystemData:
+        live = self.primary
+        machines = live.machines()
+        grid, names, per_machine = [], [], []
+        for m in machines:
+            tags = live.tags(m["rank"], "system")
+            ss = live.series(m["rank"], tags, "system")
+            for t in tags:
+                self._use(0, (m["rank"], "system", t))
+            gpus: dict[int, dict[str, object]] = {}
+            for t, s in ss.items():
+                g = _GPU.match(t)
+                if g:
+                    gpus.setdefault(int(g.group(1)), {})[g.group(2)] = s
+            util = [None] * (max(gpus) + 1 if gpus else 0)
+            for i, metrics in gpus.items():
+                s = metrics.get("utilization_percent")
+                if s is not None and len(s):
+                    util[i] = float(s.value[-1])
+            name = str(m["hostname"])
+            grid.append((name, util))
+            names.append(name)
+            per_machine.append((name, ss, gpus))
+        plots = []
+        b = req.buckets
+        if req.machine < 0 or req.machine >= len(per_machine):
+            for name, ss, gpus in per_machine:
+                entries = [(f"gpu{i}", gpus[i]["utilization_percent"]) for i in sorted(gpus)
+                           if "utilization_percent" in gpus[i]]
+                if "system/cpu_percent" in ss:
+                    entries.append(("cpu", ss["system/cpu_percent"]))
+                plots.append(system_spec(f"{name}  util %", entries, b))
+        else:
+            name, ss, gpus = per_machine[req.machine]
+            cm = [(lab, ss[t]) for lab, t in (("cpu", "system/cpu_percent"), ("mem", "system/memory_percent"))
+                  if t in ss]
+            plots.append(system_spec(f"{name}  cpu / memory %", cm, b))
+
+            def per_gpu(metric: str) -> list:
+                return [(f"gpu{i}", gpus[i][metric]) for i in sorted(gpus) if metric in gpus[i]]
+
+            plots.append(system_spec("GPU utilization %", per_gpu("utilization_percent"), b))
+            plots.append(system_spec("GPU memory used GiB", per_gpu("memory_used_bytes"), b, scale=1 / 2**30))
+            plots.append(system_spec("GPU temperature °C", per_gpu("temperature_c"), b))
+            plots.append(system_spec("GPU power W", per_gpu("power_w"), b))
+        return SystemData(grid, names, req.machine if 0 <= req.machine < len(names) else -1, plots)
+
+    def _text(self, req: Request, _default: str | None) -> TextData:
+        entries = self.primary.text(req.rank)
+        return TextData(req.rank, entries[-TEXT_LIMIT:], len(entries))

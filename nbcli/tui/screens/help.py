@@ -1,0 +1,57 @@
+"""``?``: every key of the current screen, and what the screen shows."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+KEYS = [
+    ("everywhere", [
+        ("q", "quit"), ("?", "this help"), ("ctrl+p", "command palette"), ("escape", "back / close / clear filter"),
+        ("tab / shift+tab", "move focus"), ("mouse", "click tabs, rows, tree nodes; scroll"),
+    ]),
+    ("runs", [
+        ("type, or /", "filter runs (id, project, name, status)"), ("↑ ↓", "move"),
+        ("enter", "open the run, or the selected runs overlaid"), ("space", "select a run to overlay"),
+    ]),
+    ("run", [
+        ("1 2 3 4", "plots · timers · system · text"), ("/", "filter tags (type; enter to return to the tree)"),
+        ("enter / space", "select a tag (several make a grid); c clears"),
+        ("x", "x axis: step → wall time → active time (queue gaps left out)"),
+        ("s / S", "more / less EMA smoothing (the raw curve stays, faint)"), ("l", "log y axis"),
+        ("[ / ]", "previous / next rank"), ("r", "type a rank"),
+        ("m", "system: one machine after another, then all"),
+    ]),
+]
+
+LEGEND = (
+    "Plots: × NaN, ▲ +inf, ▼ -inf (markers, not values); ┆ a new session starts (points of an earlier "
+    "session at later steps are hidden, as every reader hides them). Long series are drawn from the min and "
+    "max of each bucket — display only; the note above a plot says so. Timers: the slowest rank is in red; "
+    "the band is min–max across ranks of seconds per step, with the median and the slowest rank's line. "
+    "System: GPU grid coloured by utilization (red idle, yellow low, green busy)."
+)
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,q,question_mark", "dismiss", "close")]
+
+    def compose(self) -> ComposeResult:
+        table = Table.grid(padding=(0, 2))
+        table.add_column(style="bold #5fafff", no_wrap=True)
+        table.add_column()
+        for section, keys in KEYS:
+            table.add_row(Text(section, style="bold underline"), "")
+            for key, what in keys:
+                table.add_row(key, what)
+        with VerticalScroll(id="help"):
+            yield Static(table)
+            yield Static(Text(LEGEND, style="dim"))
+
+    def action_dismiss(self) -> None:
+        self.dismiss(None)

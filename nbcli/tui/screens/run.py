@@ -1,0 +1,397 @@
+"""One run (or several overlaid): plots of scalars, timers across ranks, system
+metrics per machine, text — for the selected rank, live.
+
+Reading happens in thread workers (``_load``) that post results as messages; a
+``set_interval`` poll asks for what was appended since the previous poll only.
+"""
+
+from __future__ import annotations
+
+import math
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Container, Horizontal, Vertical, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Input, RichLog, Static, TabbedContent, TabPane
+
+from ..messages import LoadDone, RunStatus, StatusReady, ViewReady
+from ..model import MAX_PLOTS, Request, RunModel, SystemData, TextData, TimersData
+from ..plotdata import AXES, AXIS_NAMES, SMOOTHING
+from ..text import fmt_seconds, lit, lit_block
+from ..widgets.gpugrid import GpuGrid
+from ..widgets.plot import BraillePlot, PlotSpec
+from ..widgets.tagtree import TagTree
+from .prompt import RankPrompt
+
+VIEWS = ("scalars", "timers", "system", "text")
+FOCUS = {"scalars": "#tags", "timers": "#timer-table", "system": "#sys-scroll", "text": "#text-log"}
+STATUS_STYLE = {"running": "bold green", "finished": "bold", "failed": "bold red", "stale": "yellow"}
+
+
+class PlotGrid(Container):
+    """One plot or a grid of several."""
+
+    DEFAULT_CSS = "PlotGrid { layout: grid; grid-size: 1 1; grid-gutter: 0 1; }"
+
+    def show(self, specs: list[PlotSpec]) -> None:
+        plots = list(self.query(BraillePlot))
+        n = max(1, len(specs))
+        cols = 1 if n == 1 else (2 if n <= 4 else 3)
+        if self.size.width and self.size.width < 70:
+            cols = 1
+        rows = math.ceil(n / cols)
+        self.styles.grid_size_columns = cols
+        self.styles.grid_size_rows = rows
+        for extra in plots[len(specs):]:
+            extra.remove()
+        for i, spec in enumerate(specs):
+            if i < len(plots):
+                plots[i].spec = spec
+            else:
+                self.mount(BraillePlot(spec))
+
+    def buckets(self) -> int:
+        n = max(1, len(self.query(BraillePlot)))
+        cols = 1 if n == 1 else (2 if n <= 4 else 3)
+        return max(40, (self.size.width or 80) // cols * 2)
+
+
+class RunScreen(Screen):
+    AUTO_FOCUS = "#tags"
+    BINDINGS = [
+        Binding("1", "view('scalars')", "plots"),
+        Binding("2", "view('timers')", "timers"),
+        Binding("3", "view('system')", "system"),
+        Binding("4", "view('text')", "text"),
+        Binding("x", "cycle_axis", "x axis"),
+        Binding("s", "smooth(1)", "smooth+"),
+        Binding("S", "smooth(-1)", "smooth-"),
+        Binding("l", "toggle_log", "log y"),
+        Binding("left_square_bracket", "rank(-1)", "rank-"),
+        Binding("right_square_bracket", "rank(1)", "rank+"),
+        Binding("r", "ask_rank", "rank…"),
+        Binding("m", "next_machine", "machine", show=False),
+        Binding("slash", "focus_filter", "filter"),
+        Binding("c", "clear_selection", "clear", show=False),
+        Binding("escape", "back", "back"),
+    ]
+
+    def __init__(self, run_dirs: list[str], poll_s: float = 1.0):
+        super().__init__()
+        self.model = RunModel(run_dirs)
+        self.poll_s = poll_s
+        self.view = "scalars"
+        self.rank = 0
+        self.axis = "step"
+        self.smoothing = 0.6
+        self.logy = False
+        self.machine = -1
+        self.timer: str | None = None
+        self.status = RunStatus()
+        self.highlighted_tag: str | None = None
+        self._seq = 0
+        self._polling = False
+        self._shown_seq: dict[str, int] = {}
+        self._text_rank: int | None = None
+        self._text_count = 0
+        self._machines = 0
+        self._timer_rows: list[dict] = []
+
+    # -- layout -----------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text("loading…", style="dim"), id="run-header", classes="header")
+        with TabbedContent(initial="scalars", id="views"):
+            with TabPane("Plots", id="scalars"):
+                with Horizontal():
+                    with Vertical(id="side"):
+                        yield Input(placeholder="/ filter tags", id="tag-filter")
+                        yield TagTree(id="tags")
+                    yield PlotGrid(id="plots")
+            with TabPane("Timers", id="timers"):
+                yield DataTable(id="timer-table", cursor_type="row", zebra_stripes=True)
+                yield BraillePlot(PlotSpec(message="loading…"), id="band")
+            with TabPane("System", id="system"):
+                yield Static(id="sys-header", classes="note")
+                yield GpuGrid(id="gpus")
+                yield VerticalScroll(PlotGrid(id="sys-plots"), id="sys-scroll")
+            with TabPane("Text", id="text"):
+                yield RichLog(id="text-log", markup=False, highlight=False, wrap=True, max_lines=5000)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one("#timer-table", DataTable)
+        for c in ("timer", "rank", "count", "mean", "p50", "p95", "max", "total"):
+            table.add_column(c, key=c)
+        self.query_one(TagTree).focus()
+        self.request(refresh=True)
+        if self.poll_s > 0:
+            self.set_interval(self.poll_s, self.poll)
+
+    # -- reading ------------------------------------------------------------------------
+
+    def poll(self) -> None:
+        if not self._polling:
+            self.request(refresh=True)
+
+    def request(self, refresh: bool = False) -> None:
+        """Ask a worker for the current view's data (after reading new bytes if
+        ``refresh``)."""
+        self._seq += 1
+        tree = self.query_one(TagTree)
+        grid = self.query_one("#plots", PlotGrid) if self.view == "scalars" else self.query_one("#sys-plots",
+                                                                                                  PlotGrid)
+        buckets = grid.buckets() if self.view != "timers" else max(40, self.query_one("#band").size.width * 2)
+        tags = tuple(tree.selected) or ((self.highlighted_tag,) if self.highlighted_tag else ())
+        req = Request(
+            seq=self._seq, view=self.view, refresh=refresh, rank=self.rank, tags=tags[:MAX_PLOTS],
+            axis=self.axis, smoothing=self.smoothing, logy=self.logy, buckets=buckets, machine=self.machine,
+            timer=self.timer,
+        )
+        if refresh:
+            self._polling = True
+        self._load(req)
+
+    @work(thread=True, group="load")
+    def _load(self, req: Request) -> None:
+        model = self.model
+        try:
+            with model.lock:
+                if req.seq < self._seq and not req.refresh:
+                    return  # a newer request is queued
+                changed = model.refresh() if req.refresh else False
+                first = not self.status.title
+                if changed or first or not req.refresh:
+                    status = model.status(req.rank)
+                    self.post_message(StatusReady(status))
+                    default = status.tags[0] if status.tags else None
+                else:
+                    default = self.status.tags[0] if self.status.tags else None
+                if req.refresh and not changed and self._shown_seq.get(req.view):
+                    return  # nothing new: nothing to redraw (an idle TUI stays idle)
+                data = model.view(req, default)
+                self.post_message(ViewReady(req.seq, req.view, data))
+        finally:
+            self.post_message(LoadDone(req.refresh))
+
+    def on_load_done(self, message: LoadDone) -> None:
+        if message.refresh:
+            self._polling = False
+
+    def on_status_ready(self, message: StatusReady) -> None:
+        self.status = message.status
+        self.query_one(TagTree).set_tags(message.status.tags)
+        self._render_header()
+
+    def on_view_ready(self, message: ViewReady) -> None:
+        if message.seq < self._shown_seq.get(message.view, 0):
+            return  # an older answer arriving late
+        self._shown_seq[message.view] = message.seq
+        if message.view == "scalars":
+            self.query_one("#plots", PlotGrid).show(message.data)
+        elif message.view == "timers":
+            self._show_timers(message.data)
+        elif message.view == "system":
+            self._show_system(message.data)
+        elif message.view == "text":
+            self._show_text(message.data)
+
+    # -- rendering ------------------------------------------------------------------------
+
+    def _render_header(self) -> None:
+        st = self.status
+        t = lit(st.title, "bold")
+        if st.runs > 1:
+            t.append(f"  +{st.runs - 1} overlaid", style="#d787ff")
+        t.append("  ")
+        t.append_text(lit(st.status, STATUS_STYLE.get(st.status, "")))
+        if st.gone:
+            t.append("  run folder deleted — showing what was read", style="bold white on #af0000")
+        elif st.waiting:
+            t.append("  waiting for the run to write…", style="yellow")
+        ranks = st.ranks
+        span = f"{ranks[0]}–{ranks[-1]}" if len(ranks) > 1 else (str(ranks[0]) if ranks else "-")
+        t.append(f"  rank {self.rank} of {span}", style="bold #5fafff")
+        t.append(f"  sessions {st.sessions}")
+        if st.last_step is not None:
+            t.append(f"  step {st.last_step}")
+        t.append(f"  x={AXIS_NAMES[self.axis]}", style="dim")
+        t.append(f" ema={self.smoothing:g}" + (" log-y" if self.logy else ""), style="dim")
+        self.query_one("#run-header", Static).update(t)
+
+    def _show_timers(self, data: TimersData) -> None:
+        table = self.query_one("#timer-table", DataTable)
+        cursor = table.cursor_row
+        table.clear()
+        for row in data.rows:
+            style = "bold #ff8787" if row["slowest"] else ""
+            table.add_row(
+                lit(row["tag"], style),
+                Text(str(row["rank"]) + (" ◀ slowest" if row["slowest"] else ""), style=style, justify="right"),
+                Text(str(row["count"]), justify="right"),
+                *(Text(fmt_seconds(row[k]), style=style, justify="right")
+                  for k in ("mean_s", "p50_s", "p95_s", "max_s", "total_s")),
+            )
+        if data.rows and 0 <= cursor < len(data.rows):
+            table.move_cursor(row=cursor, animate=False)
+        self._timer_rows = data.rows
+        self.timer = data.timer
+        self.query_one("#band", BraillePlot).spec = data.band
+
+    @on(DataTable.RowHighlighted, "#timer-table")
+    def _timer_row(self, event: DataTable.RowHighlighted) -> None:
+        rows = self._timer_rows
+        if 0 <= event.cursor_row < len(rows) and rows[event.cursor_row]["tag"] != self.timer:
+            self.timer = rows[event.cursor_row]["tag"]
+            self.request()
+
+    def _show_system(self, data: SystemData) -> None:
+        self._machines = len(data.machines)
+        self.query_one(GpuGrid).show(data.grid)
+        which = "all machines (m: one machine)" if data.machine < 0 else \
+            f"machine {data.machine + 1}/{len(data.machines)} (m: next, all after the last)"
+        head = Text(f"{len(data.machines)} machine(s) · ", style="dim")
+        head.append(which, style="dim")
+        self.query_one("#sys-header", Static).update(head)
+        grid = self.query_one("#sys-plots", PlotGrid)
+        grid.styles.height = max(10, 10 * math.ceil(max(1, len(data.plots)) / 2))
+        grid.show(data.plots or [PlotSpec(message="no system metrics in this run")])
+
+    def _show_text(self, data: TextData) -> None:
+        log = self.query_one("#text-log", RichLog)
+        if self._text_rank != data.rank or data.total < self._text_count:
+            log.clear()
+            self._text_rank = data.rank
+            self._text_count = 0
+            if not data.entries:
+                log.write(Text(f"rank {data.rank} logged no text", style="dim"))
+        new = data.total - self._text_count
+        for session, step, tag, text, _wall in data.entries[-new:] if new > 0 else []:
+            head = Text(f"step {step}", style="bold")
+            head.append("  ")
+            head.append_text(lit(tag, "#5fafff"))
+            if session:
+                head.append(f"  session {session}", style="dim")
+            log.write(head)
+            log.write(lit_block(text))
+        self._text_count = data.total
+
+    # -- events -----------------------------------------------------------------------------
+
+    @on(TabbedContent.TabActivated)
+    def _tab(self, event: TabbedContent.TabActivated) -> None:
+        pane = event.pane.id if event.pane is not None else None
+        if pane in VIEWS and pane != self.view:
+            self.view = pane
+            self.request()
+
+    @on(TagTree.SelectionChanged)
+    def _selection(self) -> None:
+        self.request()
+
+    @on(TagTree.TagHighlighted)
+    def _highlight(self, event: TagTree.TagHighlighted) -> None:
+        if event.tag is not None and event.tag != self.highlighted_tag:
+            self.highlighted_tag = event.tag
+            if not self.query_one(TagTree).selected:
+                self.request()
+
+    @on(Input.Changed, "#tag-filter")
+    def _filter(self, event: Input.Changed) -> None:
+        tree = self.query_one(TagTree)
+        tree.set_tags(tree.tags, event.value)
+
+    @on(Input.Submitted, "#tag-filter")
+    def _filter_done(self) -> None:
+        self.query_one(TagTree).focus()
+
+    def on_resize(self) -> None:
+        self.request()
+
+    # -- actions ------------------------------------------------------------------------------
+
+    def action_view(self, view: str) -> None:
+        # focus a widget of the new pane: TabbedContent shows the pane holding the focus
+        self.query_one(FOCUS[view]).focus()
+        self.query_one(TabbedContent).active = view
+
+    def action_cycle_axis(self) -> None:
+        self.axis = AXES[(AXES.index(self.axis) + 1) % len(AXES)]
+        self._render_header()
+        self.request()
+
+    def action_smooth(self, delta: int) -> None:
+        i = min(range(len(SMOOTHING)), key=lambda k: abs(SMOOTHING[k] - self.smoothing))
+        self.smoothing = SMOOTHING[max(0, min(len(SMOOTHING) - 1, i + delta))]
+        self._render_header()
+        self.request()
+
+    def action_toggle_log(self) -> None:
+        self.logy = not self.logy
+        self._render_header()
+        self.request()
+
+    def action_rank(self, delta: int) -> None:
+        ranks = self.status.ranks or [0]
+        if self.rank in ranks:
+            i = ranks.index(self.rank) + delta
+        else:
+            i = next((k for k, r in enumerate(ranks) if r > self.rank), len(ranks)) - (1 if delta < 0 else 0)
+        self.set_rank(ranks[max(0, min(len(ranks) - 1, i))])
+
+    def set_rank(self, rank: int) -> None:
+        if rank != self.rank:
+            self.rank = rank
+            self._render_header()
+            self._shown_seq.clear()
+            self.request(refresh=False)
+
+    def action_ask_rank(self) -> None:
+        def done(value: int | None) -> None:
+            if value is not None:
+                self.set_rank(value)
+
+        self.app.push_screen(RankPrompt(self.rank, self.status.ranks), done)
+
+    def action_next_machine(self) -> None:
+        self.machine += 1
+        if self.machine >= max(self._machines, 1):
+            self.machine = -1  # after the last machine: all of them
+        if self.view != "system":
+            self.action_view("system")
+        self.request()
+
+    def action_focus_filter(self) -> None:
+        if self.view != "scalars":
+            self.action_view("scalars")
+        self.query_one("#tag-filter", Input).focus()
+
+    def action_clear_selection(self) -> None:
+        self.query_one(TagTree).clear_selection()
+
+    def action_back(self) -> None:
+        box = self.query_one("#tag-filter", Input)
+        if self.focused is box:
+            box.value = ""
+            self.query_one(TagTree).focus()
+            return
+        if len(self.app.screen_stack) > 2:
+            self.app.pop_screen()
+
+    def palette_commands(self):
+        cmds = [(f"View: {v}", f"Switch to the {v} view", (lambda v=v: self.action_view(v))) for v in VIEWS]
+        cmds += [
+            ("X axis: next", "Step → wall time → active time", self.action_cycle_axis),
+            ("Smoothing: more", "Raise the EMA weight", lambda: self.action_smooth(1)),
+            ("Smoothing: less", "Lower the EMA weight (0 = raw)", lambda: self.action_smooth(-1)),
+            ("Log scale", "Toggle a logarithmic y axis", self.action_toggle_log),
+            ("Go to rank…", "Type a rank number", self.action_ask_rank),
+            ("Next rank", "Show the next rank", lambda: self.action_rank(1)),
+            ("Previous rank", "Show the previous rank", lambda: self.action_rank(-1)),
+            ("Next machine", "System view: one machine after another, then all", self.action_next_machine),
+            ("Clear selected tags", "Unselect every tag", self.action_clear_selection),
+        ]
+        return cmds

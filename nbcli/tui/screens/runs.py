@@ -1,0 +1,192 @@
+"""The runs of a root, as ``nb ls`` lists them, with live status.
+
+Type to filter (or ``/``), Enter opens the highlighted run — or, when some are
+selected with space, all selected runs overlaid in one run screen.
+"""
+
+from __future__ import annotations
+
+import os
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Input, Static
+
+from ..messages import RunsLoaded
+from ..text import fmt_duration, fmt_time, lit
+
+STATUS_STYLE = {"running": "bold green", "finished": "", "failed": "bold red", "stale": "yellow", "unknown": "dim"}
+COLUMNS = ("", "run", "project", "name", "status", "ranks", "sess", "last step", "started", "active")
+
+
+class RunsScreen(Screen):
+    AUTO_FOCUS = "#runs-table"
+    BINDINGS = [
+        Binding("enter", "open", "open"),
+        Binding("space", "toggle_select", "select"),
+        Binding("slash", "focus_filter", "filter"),
+        Binding("escape", "clear_filter", "clear", show=False),
+    ]
+
+    def __init__(self, root: str, project: str | None = None, poll_s: float = 1.0):
+        super().__init__()
+        self.root = root
+        self.project = project
+        self.poll_s = poll_s
+        self.rows: list[dict] = []
+        self.selected: set[str] = set()
+        self._shown: list[str] = []
+        self._loading = False
+
+    def compose(self) -> ComposeResult:
+        where = os.path.abspath(self.root) + (f"  project {self.project}" if self.project else "")
+        yield Static(lit(f"nb · runs in {where}"), id="runs-header", classes="header")
+        yield Input(placeholder="filter runs: type to filter, / to focus", id="runs-filter")
+        table = DataTable(id="runs-table", cursor_type="row", zebra_stripes=True)
+        yield table
+        yield Static(Text("loading…", style="dim"), id="runs-empty", classes="note")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        for c in COLUMNS:
+            table.add_column(c, key=c or "sel")
+        table.focus()
+        self.load()
+        if self.poll_s > 0:
+            self.set_interval(self.poll_s, self.load)
+
+    def load(self) -> None:
+        if not self._loading:
+            self._loading = True
+            self._read()
+
+    @work(thread=True, exclusive=True, group="runs")
+    def _read(self) -> None:
+        from nblog._catalog import list_runs
+
+        try:
+            rows = list_runs(self.root, self.project)
+        finally:
+            self._loading = False
+        self.post_message(RunsLoaded(rows))
+
+    def on_runs_loaded(self, message: RunsLoaded) -> None:
+        if message.rows != self.rows:
+            self.rows = message.rows
+            self._render_rows()
+
+    def _key(self, row: dict) -> str:
+        return row["path"]
+
+    def _matches(self, row: dict, words: list[str]) -> bool:
+        hay = " ".join(str(row.get(k) or "") for k in ("id", "project", "name", "status")).lower()
+        return all(w in hay for w in words)
+
+    def _render_rows(self) -> None:
+        table = self.query_one(DataTable)
+        words = self.query_one("#runs-filter", Input).value.lower().split()
+        rows = [r for r in self.rows if self._matches(r, words)]
+        keys = [self._key(r) for r in rows]
+        cursor_key = self._shown[table.cursor_row] if 0 <= table.cursor_row < len(self._shown) else None
+        if keys != self._shown:
+            table.clear()
+            for r in rows:
+                table.add_row(*self._cells(r), key=self._key(r))
+            self._shown = keys
+            if cursor_key in keys:
+                table.move_cursor(row=keys.index(cursor_key))
+        else:
+            for r in rows:
+                for col, cell in zip(COLUMNS, self._cells(r), strict=True):
+                    table.update_cell(self._key(r), col or "sel", cell)
+        empty = self.query_one("#runs-empty", Static)
+        if not self.rows:
+            empty.update(lit(f"no runs under {os.path.abspath(self.root)} (yet) — waiting", "dim"))
+        elif not rows:
+            empty.update(lit("no run matches the filter", "dim"))
+        else:
+            n = len(self.selected)
+            empty.update(lit(f"{len(rows)} of {len(self.rows)} runs" + (f" · {n} selected (Enter overlays them)"
+                                                                        if n else ""), "dim"))
+
+    def _cells(self, r: dict) -> list:
+        status = str(r.get("status") or "unknown")
+        last = r.get("last_step")
+        return [
+            Text("●", style="bold #5fafff") if self._key(r) in self.selected else Text(" "),
+            lit(r.get("id"), "bold"),
+            lit(r.get("project")),
+            lit(r.get("name") or ""),
+            lit(status, STATUS_STYLE.get(status, "")),
+            Text(str(r.get("ranks") or 0), justify="right"),
+            Text(str(r.get("sessions") or 0), justify="right"),
+            Text("-" if last is None else str(last), justify="right"),
+            Text(fmt_time(r.get("started"))[:16]),
+            Text(fmt_duration(r.get("duration_s")), justify="right"),
+        ]
+
+    @on(Input.Changed, "#runs-filter")
+    def _filter_changed(self) -> None:
+        self._render_rows()
+
+    @on(Input.Submitted, "#runs-filter")
+    def _filter_done(self) -> None:
+        self.query_one(DataTable).focus()
+
+    def on_key(self, event) -> None:
+        # type to filter: a printable key the table does not use goes to the filter
+        table = self.query_one(DataTable)
+        if self.focused is table and event.is_printable and event.character not in (" ", "/", "?", "q"):
+            box = self.query_one("#runs-filter", Input)
+            box.focus()
+            box.insert_text_at_cursor(event.character)
+            event.stop()
+            event.prevent_default()
+
+    def _highlighted(self) -> dict | None:
+        table = self.query_one(DataTable)
+        if not self._shown or not 0 <= table.cursor_row < len(self._shown):
+            return None
+        key = self._shown[table.cursor_row]
+        return next((r for r in self.rows if self._key(r) == key), None)
+
+    @on(DataTable.RowSelected, "#runs-table")
+    def _row_selected(self) -> None:
+        self.action_open()
+
+    def action_open(self) -> None:
+        from .run import RunScreen
+
+        chosen = [r["path"] for r in self.rows if r["path"] in self.selected]
+        if not chosen:
+            row = self._highlighted()
+            if row is None:
+                return
+            chosen = [row["path"]]
+        self.app.push_screen(RunScreen(chosen, poll_s=self.poll_s))
+
+    def action_toggle_select(self) -> None:
+        row = self._highlighted()
+        if row is None:
+            return
+        key = self._key(row)
+        self.selected.symmetric_difference_update({key})
+        self._render_rows()
+
+    def action_focus_filter(self) -> None:
+        self.query_one("#runs-filter", Input).focus()
+
+    def action_clear_filter(self) -> None:
+        box = self.query_one("#runs-filter", Input)
+        box.value = ""
+        self.query_one(DataTable).focus()
+
+    def palette_commands(self):
+        return [
+            ("Open run(s)", "Open the highlighted run, or the selected ones overlaid", self.action_open),
+            ("Filter runs", "Focus the filter box", self.action_focus_filter),
+        ]

@@ -1,0 +1,458 @@
+"""A run kept up to date in memory, for live viewers (the TUI).
+
+:class:`LiveRun` follows the event logs of the ranks a viewer asked about. Each
+:meth:`LiveRun.refresh` reads only the bytes appended since the previous one (through
+:class:`~nblog._logfile.LogFile`, which leaves a torn or growing tail for later), picks
+up new session files, and appends the new points to the :class:`Series` already
+extracted. Points are kept at full resolution, per file, as the raw records they were
+read as (no copy); a series of one tag is extracted on demand and then extended.
+
+The hiding rule of SPEC §4 is applied per rank exactly as :class:`~nblog.RunReader`
+does: a point of session *s* at a step ≥ the first step of a later session of the same
+rank is hidden (system metrics never). A new session, or a later session's first step
+becoming known, rebuilds that rank's series from the records in memory.
+
+Thread-safety: every public method takes one lock; call them from any thread, but the
+arrays a :class:`Series` hands out are views that stay valid and unchanged (appends
+go past their end).
+
+Imports numpy (``import nblog`` does not import this module).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterable
+
+import numpy as np
+
+from . import _format as F
+from ._logfile import LogFile, _unwrap, read_header
+from ._runfile import parse_event_file_name, read_run_json
+
+_KIND = {"scalar": F.KIND_SCALAR, "timer": F.KIND_TIMER, "system": F.KIND_SYSTEM, "text": F.KIND_TEXT}
+_RAW = np.dtype(F.NUMPY_POINT_DTYPE)
+_COMPACT_BELOW = 256 << 10  # records in blocks smaller than this are merged ...
+_COMPACT_COUNT = 64  # ... once this many small blocks piled up
+
+
+def _cat(parts: list[np.ndarray]) -> np.ndarray:
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+class Series:
+    """One tag of one rank at full resolution; grows as the run is written.
+
+    Attributes (numpy views of the first :attr:`n` points, in file order with hidden
+    points left out): ``step`` (int64), ``value`` (float64), ``wall`` (unix seconds),
+    ``active`` (seconds of this rank's sessions so far, queue gaps left out),
+    ``session`` (int32). :attr:`version` grows at every change; :attr:`rebuilt` grows
+    when the series was rebuilt rather than appended to.
+    """
+
+    _FIELDS = (("step", np.int64), ("value", np.float64), ("wall", np.float64),
+               ("active", np.float64), ("session", np.int32))
+
+    def __init__(self, rank: int, kind: str, tag: str):
+        self.rank, self.kind, self.tag = rank, kind, tag
+        self.n = 0
+        self.version = 0
+        self.rebuilt = 0
+        self._buf = {name: np.empty(0, dt) for name, dt in self._FIELDS}
+
+    def _clear(self) -> None:
+        self.n = 0
+        self.version += 1
+        self.rebuilt += 1
+
+    def _append(self, cols: dict[str, np.ndarray]) -> None:
+        k = len(cols["step"])
+        if not k:
+            return
+        need = self.n + k
+        cap = len(self._buf["step"])
+        if need > cap:
+            new_cap = max(need, cap * 2, 256)
+            for name, dt in self._FIELDS:
+                nb = np.empty(new_cap, dt)
+                nb[: self.n] = self._buf[name][: self.n]
+                self._buf[name] = nb
+        for name, _dt in self._FIELDS:
+            self._buf[name][self.n : need] = cols[name]
+        self.n = need
+        self.version += 1
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getattr__(self, name: str) -> np.ndarray:
+        buf = self.__dict__.get("_buf")
+        if buf is not None and name in buf:
+            return buf[name][: self.n]
+        raise AttributeError(name)
+
+    def x(self, axis: str) -> np.ndarray:
+        """The x values for ``axis``: "step", "wall" or "active" (float64)."""
+        if axis == "step":
+            return self.step.astype(np.float64)
+        return getattr(self, axis)
+
+
+class _File:
+    """One session file of one rank: the parser and the point records read so far."""
+
+    def __init__(self, rank: int, session: int, path: str):
+        self.rank, self.session, self.path = rank, session, path
+        self.lf = LogFile(path, keep=False)
+        self.blocks: list[np.ndarray] = []  # raw records, file order
+        self.starts: list[int] = []  # unwrapped ms before each block (for unwrapping)
+        self.prev_ms = 0
+        self.texts: list[tuple[int, int, int, str]] = []
+        self.last_step: int | None = None  # of a non-system record
+
+    def poll(self) -> int:
+        """Read what was appended; returns the index of the first new block."""
+        first = len(self.blocks)
+        while True:
+            before = self.lf.offset
+            delta = self.lf.poll()
+            system = None
+            for raw in delta.points:
+                arr = np.frombuffer(raw, dtype=_RAW)
+                if not len(arr):
+                    continue
+                self.starts.append(self.prev_ms)
+                self.blocks.append(arr)
+                self.prev_ms = int(_unwrap(arr["ms"], self.prev_ms)[-1])
+                if system is None:
+                    system = np.zeros(max(self.lf.tags, default=0) + 1, bool)
+                    for tid, (k, _n) in self.lf.tags.items():
+                        system[tid] = k == F.KIND_SYSTEM
+                t = arr["tag"]
+                known = t < len(system)
+                steps = arr["step"][known & ~system[np.minimum(t, len(system) - 1)]]
+                if len(steps):
+                    top = int(steps.max())
+                    self.last_step = top if self.last_step is None else max(self.last_step, top)
+            for item in delta.texts:
+                self.last_step = item[0] if self.last_step is None else max(self.last_step, item[0])
+            self.texts.extend(delta.texts)
+            if self.lf.offset == before or self.lf.size - self.lf.offset <= self.lf.pending_bytes:
+                break
+        self._compact(first)
+        return min(first, len(self.blocks))
+
+    def _compact(self, keep_from: int) -> None:
+        """Merge runs of small blocks (a long live run adds one per flush)."""
+        small = [i for i, b in enumerate(self.blocks[:keep_from]) if len(b) * _RAW.itemsize < _COMPACT_BELOW]
+        if len(small) < _COMPACT_COUNT:
+            return
+        i0 = small[0]
+        merged = np.concatenate(self.blocks[i0:keep_from])
+        self.blocks[i0:keep_from] = [merged]
+        self.starts[i0:keep_from] = [self.starts[i0]]
+
+    @property
+    def wall0(self) -> float:
+        return float(self.lf.header.get("wall_start") or 0.0)
+
+    def tids(self, kind: int, names: set[str] | None) -> dict[int, str]:
+        return {tid: name for tid, (k, name) in self.lf.tags.items() if k == kind and (names is None or name in names)}
+
+
+class LiveRun:
+    """A run folder followed incrementally. See the module docstring.
+
+    Args:
+        run_dir: the run folder (it may be deleted while followed: :attr:`gone`).
+    """
+
+    def __init__(self, run_dir: str | os.PathLike):
+        self.dir = os.fspath(run_dir)
+        self.gone = False
+        self._lock = threading.RLock()
+        self._files: dict[int, dict[int, _File]] = {}  # rank → session → file
+        self._series: dict[tuple[int, str, str], Series] = {}
+        self._sig: dict[int, tuple] = {}
+        self._listing: dict[tuple[int, int], str] = {}
+        self._headers: dict[tuple[int, int], dict] = {}
+        self._meta: dict = {}
+        self._scan()
+
+    # -- files ---------------------------------------------------------------------
+
+    def _scan(self) -> None:
+        try:
+            names = os.listdir(self.dir)
+        except OSError:
+            self.gone = not os.path.isdir(self.dir)
+            return
+        self.gone = False
+        for name in names:
+            rs = parse_event_file_name(name)
+            if rs is not None:
+                self._listing[rs] = os.path.join(self.dir, name)
+        self._meta = read_run_json(self.dir) or self._meta
+
+    def _load_rank(self, rank: int) -> dict[int, _File]:
+        files = self._files.get(rank)
+        if files is None:
+            files = self._files[rank] = {}
+            self._add_new_sessions(rank)
+        return files
+
+    def _add_new_sessions(self, rank: int) -> bool:
+        files = self._files[rank]
+        added = False
+        for (r, s), path in sorted(self._listing.items()):
+            if r == rank and s not in files:
+                f = files[s] = _File(r, s, path)
+                f.poll()
+                added = True
+        return added
+
+    def _thresholds(self, rank: int) -> dict[int, int | None]:
+        out: dict[int, int | None] = {}
+        best: int | None = None
+        for s in sorted(self._files[rank], reverse=True):
+            out[s] = best
+            fs = self._files[rank][s].lf.first_step
+            if fs is not None:
+                best = fs if best is None else min(best, fs)
+        return out
+
+    def _offsets(self, rank: int) -> dict[int, float]:
+        out, total = {}, 0.0
+        for s in sorted(self._files[rank]):
+            out[s] = total
+            total += self._files[rank][s].lf.max_ms / 1000.0
+        return out
+
+    def _signature(self, rank: int) -> tuple:
+        sessions = sorted(self._files[rank])
+        th = self._thresholds(rank)
+        return tuple((s, th[s], self._files[rank][s].lf.max_ms if s != sessions[-1] else None) for s in sessions)
+
+    # -- extraction ------------------------------------------------------------------
+
+    def _extract(self, rank: int, kind: str, series: dict[str, Series], since: dict[int, int] | None) -> None:
+        """Append to ``series`` (tag → Series of ``rank``) the points of blocks from
+        ``since[session]`` on (None: every block)."""
+        code = _KIND[kind]
+        files = self._files[rank]
+        th = self._thresholds(rank) if kind != "system" else {}
+        off = self._offsets(rank)
+        for s in sorted(files):
+            f = files[s]
+            tids = f.tids(code, set(series))
+            if not tids:
+                continue
+            order = sorted(set(tids.values()))
+            lut = np.full(max(f.lf.tags) + 1, -1, np.int32)
+            for tid, name in tids.items():
+                lut[tid] = order.index(name)
+            only = next(iter(tids)) if len(tids) == 1 else None
+            first = 0 if since is None else since.get(s, 0)
+            if first >= len(f.blocks):
+                continue
+            parts = []
+            for b, start in zip(f.blocks[first:], f.starts[first:], strict=True):
+                t = b["tag"]
+                if only is not None:
+                    idx = np.flatnonzero(t == only)
+                    g = None
+                else:
+                    g = lut[np.minimum(t, len(lut) - 1)]
+                    idx = np.flatnonzero(g >= 0)
+                if not len(idx):
+                    continue
+                ms = _unwrap(b["ms"][idx], start)
+                parts.append((b["step"][idx], b["value"][idx], ms, g[idx] if g is not None else None))
+            if not parts:
+                continue
+            step = _cat([p[0] for p in parts])
+            value = _cat([p[1] for p in parts])
+            ms = _cat([p[2] for p in parts])
+            gid = _cat([p[3] for p in parts]) if only is None else None
+            limit = th.get(s)
+            if limit is not None and len(step) and step.max() >= limit:
+                keep = step < limit
+                step, value, ms = step[keep], value[keep], ms[keep]
+                gid = gid[keep] if gid is not None else None
+            secs = ms / 1000.0
+            for i, name in enumerate(order):
+                if gid is None:
+                    cols = {"step": step, "value": value, "secs": secs}
+                else:
+                    m = gid == i
+                    if not m.any():
+                        continue
+                    cols = {"step": step[m], "value": value[m], "secs": secs[m]}
+                series[name]._append(
+                    {
+                        "step": cols["step"],
+                        "value": cols["value"],
+                        "wall": f.wall0 + cols["secs"],
+                        "active": off[s] + cols["secs"],
+                        "session": np.full(len(cols["step"]), s, np.int32),
+                    }
+                )
+
+    def series(self, rank: int, tags: Iterable[str], kind: str = "scalar") -> dict[str, Series]:
+        """The :class:`Series` of ``tags`` of ``rank`` (kind "scalar", "timer" or
+        "system"); a tag never logged gives an empty series that fills if it appears."""
+        with self._lock:
+            self._load_rank(rank)
+            if rank not in self._sig:
+                self._sig[rank] = self._signature(rank)
+            out, missing = {}, {}
+            for tag in tags:
+                key = (rank, kind, tag)
+                s = self._series.get(key)
+                if s is None:
+                    s = self._series[key] = missing[tag] = Series(rank, kind, tag)
+                out[tag] = s
+            if missing:
+                self._extract(rank, kind, missing, None)
+            return out
+
+    def forget(self, keep: Iterable[tuple[int, str, str]]) -> None:
+        """Drop extracted series not in ``keep`` (bounded memory for viewers)."""
+        keep = set(keep)
+        with self._lock:
+            for key in [k for k in self._series if k not in keep]:
+                del self._series[key]
+
+    def refresh(self) -> bool:
+        """Read what was appended to the loaded ranks' files, pick up new session files,
+        extend or rebuild the series; re-read ``run.json``. True if anything changed."""
+        with self._lock:
+            was_gone = self.gone
+            self._scan()
+            changed = was_gone != self.gone
+            for rank, files in self._files.items():
+                before = {s: len(f.blocks) for s, f in files.items()}
+                sizes = {s: (f.lf.offset, len(f.lf.tags), len(f.texts)) for s, f in files.items()}
+                added = self._add_new_sessions(rank)
+                firsts = {}
+                for s, f in files.items():
+                    if s in before:
+                        firsts[s] = f.poll()
+                now = {s: (f.lf.offset, len(f.lf.tags), len(f.texts)) for s, f in files.items()}
+                if not added and now == sizes:
+                    continue
+                changed = True
+                sig = self._signature(rank)
+                mine = [(k, s) for k, s in self._series.items() if k[0] == rank]
+                by_kind: dict[str, dict[str, Series]] = {}
+                for (_r, kind, tag), s in mine:
+                    by_kind.setdefault(kind, {})[tag] = s
+                if sig != self._sig.get(rank):
+                    self._sig[rank] = sig
+                    for group in by_kind.values():
+                        for s in group.values():
+                            s._clear()
+                    for kind, group in by_kind.items():
+                        self._extract(rank, kind, group, None)
+                else:
+                    since = {s: firsts.get(s, 0) for s in files}
+                    for kind, group in by_kind.items():
+                        self._extract(rank, kind, group, since)
+            return changed
+
+    # -- what is there ---------------------------------------------------------------
+
+    @property
+    def meta(self) -> dict:
+        """``run.json`` as last read (kept when the file disappears)."""
+        return self._meta
+
+    def ranks(self) -> list[int]:
+        """Ranks with at least one event log."""
+        with self._lock:
+            return sorted({r for r, _ in self._listing})
+
+    def loaded_ranks(self) -> list[int]:
+        with self._lock:
+            return sorted(self._files)
+
+    def tags(self, rank: int, kind: str = "scalar") -> list[str]:
+        """Sorted tags of ``rank`` of one kind (loads the rank)."""
+        code = _KIND[kind]
+        with self._lock:
+            files = self._load_rank(rank)
+            return sorted({name for f in files.values() for k, name in f.lf.tags.values() if k == code})
+
+    def sessions(self, rank: int) -> list[dict]:
+        """Per session of ``rank``: session, host, wall_start, first_step, duration_s,
+        end (the END frame or None), pending_bytes, skipped_bytes."""
+        with self._lock:
+            files = self._load_rank(rank)
+            return [
+                {
+                    "session": s,
+                    "host": f.lf.header.get("host"),
+                    "wall_start": f.lf.header.get("wall_start"),
+                    "first_step": f.lf.first_step,
+                    "duration_s": f.lf.max_ms / 1000.0,
+                    "end": f.lf.end,
+                    "pending_bytes": f.lf.pending_bytes,
+                    "skipped_bytes": f.lf.skipped_bytes,
+                }
+                for s, f in sorted(files.items())
+            ]
+
+    def header(self, rank: int, session: int) -> dict:
+        """The session header of a file (read once, without loading the rank)."""
+        with self._lock:
+            key = (rank, session)
+            if key not in self._headers or not self._headers[key]:
+                path = self._listing.get(key)
+                self._headers[key] = read_header(path) if path else {}
+            return self._headers[key]
+
+    def machines(self) -> list[dict]:
+        """Machines that recorded system metrics: one dict per (hostname, sampling rank)
+        with the machine record (cpu_count, memory_total_bytes, gpus, ...) once read.
+        Loads the sampling ranks (local rank 0 of each machine)."""
+        with self._lock:
+            out: dict[tuple[str, int], dict] = {}
+            for (r, s) in sorted(self._listing):
+                head = self.header(r, s)
+                if head.get("local_rank") != 0:
+                    continue
+                files = self._load_rank(r)
+                if not any(k == F.KIND_SYSTEM for f in files.values() for k, _n in f.lf.tags.values()):
+                    continue
+                host = head.get("host") or "?"
+                entry = out.setdefault((host, r), {"hostname": host, "rank": r})
+                for f in files.values():
+                    if f.lf.machine:
+                        entry.update({k: v for k, v in f.lf.machine.items() if k != "hostname"})
+            return list(out.values())
+
+    def text(self, rank: int, tags: Iterable[str] | None = None) -> list[tuple[int, int, str, str, float]]:
+        """Logged text of ``rank``, hidden records left out: (session, step, tag, text,
+        wall_time) in file order."""
+        wanted = set(tags) if tags is not None else None
+        with self._lock:
+            files = self._load_rank(rank)
+            th = self._thresholds(rank)
+            out = []
+            for s, f in sorted(files.items()):
+                limit = th[s]
+                for step, tid, ms, text in f.texts:
+                    kind, name = f.lf.tags.get(tid, (None, None))
+                    if kind != F.KIND_TEXT or (wanted is not None and name not in wanted):
+                        continue
+                    if limit is not None and step >= limit:
+                        continue
+                    out.append((s, step, name, text, f.wall0 + ms / 1000.0))
+            return out
+
+    def last_step(self, rank: int = 0) -> int | None:
+        """The largest step of a scalar, timer or text record of a loaded ``rank``."""
+        with self._lock:
+            steps = [f.last_step for f in (self._files.get(rank) or {}).values() if f.last_step is not None]
+            return max(steps) if steps else None

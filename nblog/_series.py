@@ -1,0 +1,196 @@
+"""Numeric helpers for viewers: smoothing, display downsampling, bands across ranks.
+
+None of these change data on disk or in a reader's frames; they prepare what a
+viewer draws. Imports numpy (``import nblog`` does not import this module); polars
+only in :func:`band`.
+
+- :func:`ema` — TensorBoard's debiased exponential moving average, vectorized, and
+  resumable (pass the returned state to smooth only the points appended since).
+- :func:`minmax_indices` — indices of the min and max of each bucket: a long series
+  drawn with a few hundred points that keeps every spike. Display only.
+- :func:`nonfinite` — where NaN and ±inf are (viewers draw them as markers).
+- :func:`session_starts` — where a new session begins along an x axis.
+- :func:`band` — per step, the min / median / max across ranks of per-rank totals.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+#: The magnitude of ``weight ** -k`` a block of :func:`ema` may reach (stays far from
+#: float64 overflow, so the blocked recurrence is exact to rounding).
+_EMA_RANGE = 1e120
+
+
+@dataclass(frozen=True)
+class EmaState:
+    """Where an :func:`ema` left off: the biased average and how many finite points
+    went into it."""
+
+    last: float = 0.0
+    count: int = 0
+
+
+def ema(values: np.ndarray, weight: float, state: EmaState | None = None) -> tuple[np.ndarray, EmaState]:
+    """TensorBoard-style smoothing: ``last = last * w + (1 - w) * v``, debiased by
+    ``1 - w ** count``.
+
+    Non-finite values are skipped (their output is NaN and they do not move the
+    average), as TensorBoard does. ``weight`` is in [0, 1): 0 returns the values
+    unchanged. Pass the returned state back with the values appended since to
+    extend a smoothed series without recomputing it.
+
+    Returns:
+        (smoothed float64 array of the same length, state after the last value)
+    """
+    v = np.asarray(values, dtype=np.float64)
+    state = state or EmaState()
+    if not 0.0 <= weight < 1.0:
+        raise ValueError(f"smoothing weight must be in [0, 1), got {weight}")
+    out = np.full(len(v), np.nan)
+    finite = np.isfinite(v)
+    f = v[finite]
+    if not len(f):
+        return out, state
+    if weight == 0.0:
+        out[finite] = f
+        return out, EmaState(float(f[-1]), state.count + len(f))
+    w = weight
+    block = min(len(f), max(1, int(math.log(_EMA_RANGE) / -math.log(w))))
+    nblocks = -(-len(f) // block)
+    x = np.zeros(nblocks * block)
+    x[: len(f)] = f
+    x = x.reshape(nblocks, block)
+    wk = w ** np.arange(block, dtype=np.float64)  # w^i: 1 down to >= 1/_EMA_RANGE
+    # zero-carry average inside each block: z_i = (1 - w) * sum_{j<=i} w^(i-j) x_j
+    x *= 1.0 / wk
+    z = np.cumsum(x, axis=1)
+    z *= wk
+    z *= 1.0 - w
+    # carry into each block: c[b+1] = w^block * c[b] + z[b, -1]
+    wb = w**block
+    carry = np.empty(nblocks)
+    last = state.last
+    for i, zi in enumerate(z[:, -1].tolist()):
+        carry[i] = last
+        last = wb * last + zi
+    z += np.outer(carry, wk * w)  # + w^(i+1) * carry
+    biased = z.reshape(-1)[: len(f)]
+    last = float(biased[-1])
+    # debias: divide by 1 - w^count, which is 1 to rounding after a few hundred points
+    m = min(len(f), max(0, int(40.0 / -math.log(w)) + 1 - state.count))
+    if m > 0:
+        counts = state.count + np.arange(1, m + 1, dtype=np.float64)
+        biased[:m] = biased[:m] / (1.0 - w**counts)
+    out[finite] = biased
+    return out, EmaState(last, state.count + len(f))
+
+
+def minmax_indices(y: np.ndarray, buckets: int) -> np.ndarray:
+    """Sorted indices of the finite points to draw so that ``y`` looks right at
+    ``buckets`` columns: every finite point when there are few, else the minimum and
+    maximum of each of ``buckets`` equal runs of points (min/max per bucket: a spike
+    is never averaged away). Display only — never a way to read data."""
+    y = np.asarray(y, dtype=np.float64)
+    n = len(y)
+    finite = np.isfinite(y)
+    if n <= 2 * max(buckets, 1):
+        return np.flatnonzero(finite)
+    k = -(-n // buckets)
+    m = -(-n // k)
+    pad = m * k - n
+    lo = np.where(finite, y, np.inf)
+    hi = np.where(finite, y, -np.inf)
+    if pad:
+        lo = np.concatenate([lo, np.full(pad, np.inf)])
+        hi = np.concatenate([hi, np.full(pad, -np.inf)])
+    lo = lo.reshape(m, k)
+    hi = hi.reshape(m, k)
+    amin = lo.argmin(axis=1)
+    amax = hi.argmax(axis=1)
+    base = np.arange(m) * k
+    ok = np.isfinite(lo[np.arange(m), amin])
+    idx = np.concatenate([(base + amin)[ok], (base + amax)[ok]])
+    return np.unique(idx)
+
+
+def nonfinite(y: np.ndarray) -> dict[str, np.ndarray]:
+    """Indices of NaN, +inf and -inf values: ``{"nan": ..., "+inf": ..., "-inf": ...}``."""
+    y = np.asarray(y, dtype=np.float64)
+    bad = np.flatnonzero(~np.isfinite(y))
+    vals = y[bad]
+    return {
+        "nan": bad[np.isnan(vals)],
+        "+inf": bad[vals == np.inf],
+        "-inf": bad[vals == -np.inf],
+    }
+
+
+def session_starts(session: np.ndarray, x: np.ndarray) -> list[tuple[int, float]]:
+    """``(session, x)`` of the first point of every session after the first one."""
+    session = np.asarray(session)
+    if len(session) < 2:
+        return []
+    idx = np.flatnonzero(np.diff(session) != 0) + 1
+    return [(int(session[i]), float(x[i])) for i in idx]
+
+
+def per_step_totals(step: np.ndarray, value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sum ``value`` per step (a timer that runs several times in one step adds up).
+    ``step`` need not be sorted. Returns (unique steps ascending, totals)."""
+    step = np.asarray(step)
+    if not len(step):
+        return np.zeros(0, np.int64), np.zeros(0)
+    order = np.argsort(step, kind="stable") if np.any(np.diff(step) < 0) else None
+    s = step if order is None else step[order]
+    v = np.asarray(value, np.float64) if order is None else np.asarray(value, np.float64)[order]
+    starts = np.flatnonzero(np.concatenate([[True], np.diff(s) != 0]))
+    return s[starts].astype(np.int64), np.add.reduceat(v, starts)
+
+
+@dataclass(frozen=True)
+class Band:
+    """Per step across ranks: ``lo`` (min), ``median``, ``hi`` (max), and ``ranks``
+    (how many ranks had the step)."""
+
+    step: np.ndarray
+    lo: np.ndarray
+    median: np.ndarray
+    hi: np.ndarray
+    ranks: np.ndarray
+
+
+def band(per_rank: dict[int, tuple[np.ndarray, np.ndarray]]) -> Band:
+    """The band across ranks of per-step values: ``per_rank`` maps a rank to (steps,
+    values) with one value per step (see :func:`per_step_totals`)."""
+    import polars as pl
+
+    frames = [
+        pl.DataFrame({"step": np.asarray(s, np.int64), "value": np.asarray(v, np.float64)})
+        for s, v in per_rank.values()
+        if len(s)
+    ]
+    if not frames:
+        e = np.zeros(0)
+        return Band(np.zeros(0, np.int64), e, e, e, np.zeros(0, np.int64))
+    df = (
+        pl.concat(frames)
+        .group_by("step")
+        .agg(
+            pl.col("value").min().alias("lo"),
+            pl.col("value").median().alias("median"),
+            pl.col("value").max().alias("hi"),
+            pl.len().alias("ranks"),
+        )
+        .sort("step")
+    )
+    return Band(
+        df["step"].to_numpy(),
+        df["lo"].to_numpy(),
+        df["median"].to_numpy(),
+        df["hi"].to_numpy(),
+        df["ranks"].to_numpy(),
+    )
