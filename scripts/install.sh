@@ -22,7 +22,8 @@ fi
 
 want="$(cat "$repo/pyproject.toml" "$repo/scripts/install.sh" | sha256sum | cut -d' ' -f1)"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x "$venv/bin/nb" ] &&
-    "$py" -c "import torch, sklearn, nblog, pytest" 2>/dev/null; then
+    "$py" -c "import importlib.util as u, sys
+sys.exit(any(u.find_spec(m) is None for m in ('torch', 'sklearn', 'nblog', 'nbcli', 'pytest')))"; then
     echo "install: $venv is up to date" >&2
     exit 0
 fi
