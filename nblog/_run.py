@@ -83,7 +83,16 @@ class Timer:
     def __exit__(self, *exc) -> None:
         seconds = _perf() - self._t0
         run = self._run
-        step = run._step if self._step is None else self._step
+        step = self._step  # checked by Run.timer
+        if step is None:
+            step = run._step
+            if step.__class__ is not int or not 0 <= step < _STEP_END:
+                # a rank that only times remembers add_scalar's step unchecked (its
+                # add_scalar stays a few ns); check it here, where it is used
+                name = next((n for n, t in run._timer_tids.items() if t == self._tid), None)
+                step = run._check_step(step, name)
+                if step is None:
+                    return None
         try:
             run._points += _pack(
                 step, seconds, self._tid, (_mono_ns() - run._t0) // 1_000_000 & 0xFFFFFFFF

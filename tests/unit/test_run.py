@@ -378,6 +378,22 @@ def test_timer_decorator(make_run):
     assert sorted(df[["tag", "step"]].rows()) == [("fixed", 3), ("forward", 0), ("forward", 1), ("forward", 2)]
 
 
+def test_a_bad_step_on_a_rank_that_only_times_never_reaches_its_timers(root):
+    # rank 1 does not log scalars; add_scalar only remembers the step for its timers
+    env = {"SLURM_JOB_ID": "1", "SLURM_NTASKS": "2", "SLURM_NNODES": "1", "SLURM_LOCALID": "0"}
+    rank0 = nb.init("p", root=root, system=False, _environ={**env, "SLURM_PROCID": "0"})
+    rank1 = nb.init("p", root=root, system=False, _environ={**env, "SLURM_PROCID": "1"})
+    for step in (-5, 2**63, "7", 1.5, np.int64(3), 4):
+        rank1.add_scalar("loss", 1.0, step=step)
+        with rank1.timer("t", all_ranks=True):
+            pass
+    rank1.finish()
+    rank0.finish()
+    r = nb.RunReader(rank0.dir)
+    assert r.timers(rank=1)["step"].to_list() == [3, 4]
+    assert r.sessions(1)[0]["dropped"] == {"bad_step": 4}
+
+
 def test_each_timer_occurrence_is_kept(make_run):
     run = make_run()
     for _ in range(5):
