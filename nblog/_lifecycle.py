@@ -19,6 +19,7 @@ import atexit
 import os
 import sys
 import threading
+import time
 import weakref
 
 from . import _log as log
@@ -82,15 +83,27 @@ def _on_sigterm(signum, frame) -> None:
 
     previous = _previous_sigterm
     if previous in (signal.SIG_DFL, None):
-        for run in _live():
-            run.finish("running", reason="SIGTERM")
+        for run in list(_runs):
+            _close_for_signal(run, "SIGTERM")
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGTERM)
         return
-    for run in _live():
+    for run in list(_runs):  # finishing runs too: the signal may land inside finish()
         run.flush(timeout=1.0)
     if callable(previous):
         previous(signum, frame)
+
+
+def _close_for_signal(run, reason: str) -> None:
+    """Write everything ``run`` holds and close its files before the process dies.
+
+    Also for a run whose ``finish()`` the signal interrupted (it is marked finished
+    but its writer is still open): the buffered points must not die with it.
+    """
+    if not run._finished:
+        run.finish("running", reason=reason)
+    elif run._writer is not None:
+        run._writer.close({"status": "running", "reason": reason, "wall": time.time()}, timeout=1.0)
 
 
 def _after_fork_in_child() -> None:

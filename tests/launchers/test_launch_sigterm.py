@@ -7,10 +7,10 @@ suite: rank 0's session 0 ended with no points and no END frame although steps 0
 been logged. The same happens when a Slurm requeue or scancel lands during the final
 ``finish()`` or the atexit flush.
 
-Cause (nblog/_lifecycle.py): ``Run.finish`` sets ``_finished`` before it flushes, and the
-SIGTERM handler only flushes runs that are not ``_finished``; with the default SIGTERM
-action it then re-raises the signal at once, killing the process in the middle of the
-interrupted finish. SPEC §5: buffered events are flushed on uncaught exceptions and on
+Cause (fixed in nblog/_lifecycle.py): ``Run.finish`` sets ``_finished`` before it flushes,
+and the SIGTERM handler only flushed runs that were not ``_finished``; with the default
+SIGTERM action it then re-raised the signal at once, killing the process in the middle of
+the interrupted finish. The handler now closes the writer of a finishing run too. SPEC §5: buffered events are flushed on uncaught exceptions and on
 SIGTERM.
 """
 
@@ -46,12 +46,6 @@ SCRIPT = textwrap.dedent(
 )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="nblog bug: a SIGTERM that arrives while Run.finish() runs (excepthook/atexit) "
-    "kills the process before the buffered points are written (_lifecycle._on_sigterm "
-    "skips runs already marked _finished, then re-raises SIGTERM)",
-)
 def test_sigterm_during_finish_keeps_the_buffered_points(tmp_path):
     root = tmp_path / "runs"
     p = subprocess.run([sys.executable, "-c", SCRIPT, str(root)], capture_output=True,
