@@ -238,6 +238,8 @@ def _open_rank0(project, name, rid, how, job_id, job_source, project_dir, ranks,
         "world_size": ranks.world_size,
         "restart_counts": {k: env[k] for k in _RESTART_VARS if k in env},
     }
+    if old and config and config != old.get("config"):
+        entry["config"] = config  # the run keeps its first config; a changed one is kept here
     hosts = list(old.get("hosts", [])) if old else []
     if host not in hosts:
         hosts.append(host)
@@ -247,7 +249,7 @@ def _open_rank0(project, name, rid, how, job_id, job_source, project_dir, ranks,
         "project": project,
         "id": rid,
         "name": name,
-        "config": config if (config or not old) else old.get("config", {}),
+        "config": old.get("config", config) if old else config,
         "created": old.get("created", now) if old else now,
         "world_size": ranks.world_size,
         "launcher": ranks.launcher,
