@@ -25,6 +25,19 @@ from ._settings import Settings, resolve
 from ._writer import Writer
 
 _RESTART_VARS = ("TORCHELASTIC_RESTART_COUNT", "SLURM_RESTART_COUNT")
+# Variables equal on every rank of one launch and new at the next one: rank 0 records
+# them in its session, and other ranks join only a session of their own launch.
+_LAUNCH_VARS = (
+    "TORCHELASTIC_RUN_ID",
+    "TORCHELASTIC_RESTART_COUNT",
+    "SLURM_JOB_ID",
+    "SLURM_RESTART_COUNT",
+)
+
+
+def launch_identity(env: Mapping[str, str]) -> dict[str, str]:
+    """The launcher's variables that identify this launch (equal on all its ranks)."""
+    return {k: env[k] for k in _LAUNCH_VARS if env.get(k)}
 
 
 def hostname(env: Mapping[str, str]) -> str:
@@ -147,10 +160,10 @@ def init(
             settings, host, env,
         )
     run_dir = os.path.join(project_dir, rid)
-    if not _wait_for(run_dir, settings.wait_s):
+    if not _wait_for(run_dir, settings.wait_s, launch_identity(env)):
         log.warning(
-            "nblog: rank %d waited %.0f s for rank 0 to create %s; logging nothing on this "
-            "rank (set NB_WAIT_S to wait longer)",
+            "nblog: rank %d waited %.0f s for rank 0 of this launch to open %s; logging "
+            "nothing on this rank (set NB_WAIT_S to wait longer)",
             ranks.rank,
             settings.wait_s,
             run_dir,
@@ -171,14 +184,24 @@ def _inert(project, name, rid, run_dir, ranks: RankInfo, config, settings: Setti
     )
 
 
-def _wait_for(run_dir: str, wait_s: float) -> bool:
-    """Poll for rank 0's run.json; True once it exists, False after ``wait_s`` seconds."""
+def _wait_for(run_dir: str, wait_s: float, launch: dict[str, str]) -> bool:
+    """Poll until rank 0 has opened the run for this launch; False after ``wait_s`` s.
+
+    With launcher variables (``launch``), the run must have a session that rank 0 of
+    the same launch started: a rank of a relaunch whose rank 0 refused to reuse the
+    run id, or has not yet added its session, must not write into the old run.
+    Without any, run.json existing is enough.
+    """
     deadline = time.monotonic() + wait_s
     delay = 0.02
     path = os.path.join(run_dir, RUN_JSON)
     while True:
         if os.path.exists(path):
-            return True
+            if not launch:
+                return True
+            meta = read_run_json(run_dir) or {}
+            if any(s.get("launch") == launch for s in meta.get("sessions") or []):
+                return True
         if time.monotonic() >= deadline:
             return False
         time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
@@ -237,6 +260,7 @@ def _open_rank0(project, name, rid, how, job_id, job_source, project_dir, ranks,
         "end_reason": None,
         "world_size": ranks.world_size,
         "restart_counts": {k: env[k] for k in _RESTART_VARS if k in env},
+        "launch": launch_identity(env),
     }
     if old and config and config != old.get("config"):
         entry["config"] = config  # the run keeps its first config; a changed one is kept here
