@@ -42,8 +42,8 @@ LAUNCHER_VARS = (
 
 
 def attempt() -> int:
-    """Which launch of this job we are: torchrun's or Slurm's restart count."""
-    return int(os.environ.get("TORCHELASTIC_RESTART_COUNT") or os.environ.get("SLURM_RESTART_COUNT") or 0)
+    """Which launch of this job we are: torchrun's restarts plus Slurm's requeues."""
+    return sum(int(os.environ.get(k) or 0) for k in ("TORCHELASTIC_RESTART_COUNT", "SLURM_RESTART_COUNT"))
 
 
 def write_json(path: str, data: dict) -> None:
