@@ -68,15 +68,15 @@ class RunScreen(Screen):
         Binding("4", "view('text')", "text"),
         Binding("x", "cycle_axis", "x axis"),
         Binding("s", "smooth(1)", "smooth+"),
-        Binding("S", "smooth(-1)", "smooth-"),
+        Binding("S", "smooth(-1)", "smooth-", show=False),
         Binding("l", "toggle_log", "log y"),
-        Binding("left_square_bracket", "rank(-1)", "rank-"),
+        Binding("left_square_bracket", "rank(-1)", "rank-", show=False),
         Binding("right_square_bracket", "rank(1)", "rank+"),
         Binding("r", "ask_rank", "rank…"),
         Binding("m", "next_machine", "machine", show=False),
         Binding("slash", "focus_filter", "filter"),
         Binding("c", "clear_selection", "clear", show=False),
-        Binding("escape", "back", "back"),
+        Binding("escape", "back", "back", show=False),
     ]
 
     def __init__(self, run_dirs: list[str], poll_s: float = 1.0):
@@ -108,7 +108,7 @@ class RunScreen(Screen):
             with TabPane("Plots", id="scalars"):
                 with Horizontal():
                     with Vertical(id="side"):
-                        yield Input(placeholder="/ filter tags", id="tag-filter")
+                        yield Input(placeholder="/ filter tags", id="tag-filter", select_on_focus=False)
                         yield TagTree(id="tags")
                     yield PlotGrid(id="plots")
             with TabPane("Timers", id="timers"):

@@ -6,8 +6,6 @@ selected with space, all selected runs overlaid in one run screen.
 
 from __future__ import annotations
 
-import os
-
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -42,9 +40,9 @@ class RunsScreen(Screen):
         self._loading = False
 
     def compose(self) -> ComposeResult:
-        where = os.path.abspath(self.root) + (f"  project {self.project}" if self.project else "")
+        where = self.root + (f"  project {self.project}" if self.project else "")
         yield Static(lit(f"nb · runs in {where}"), id="runs-header", classes="header")
-        yield Input(placeholder="filter runs: type to filter, / to focus", id="runs-filter")
+        yield Input(placeholder="filter runs: type to filter, / to focus", id="runs-filter", select_on_focus=False)
         table = DataTable(id="runs-table", cursor_type="row", zebra_stripes=True)
         yield table
         yield Static(Text("loading…", style="dim"), id="runs-empty", classes="note")
@@ -105,7 +103,7 @@ class RunsScreen(Screen):
                     table.update_cell(self._key(r), col or "sel", cell)
         empty = self.query_one("#runs-empty", Static)
         if not self.rows:
-            empty.update(lit(f"no runs under {os.path.abspath(self.root)} (yet) — waiting", "dim"))
+            empty.update(lit(f"no runs under {self.root} (yet) — waiting", "dim"))
         elif not rows:
             empty.update(lit("no run matches the filter", "dim"))
         else:
