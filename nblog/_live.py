@@ -140,17 +140,19 @@ class _File:
             self.texts.extend(delta.texts)
             if self.lf.offset == before or self.lf.size - self.lf.offset <= self.lf.pending_bytes:
                 break
+        new = len(self.blocks) - first
         self._compact(first)
-        return min(first, len(self.blocks))
+        return len(self.blocks) - new
 
     def _compact(self, keep_from: int) -> None:
-        """Merge runs of small blocks (a long live run adds one per flush)."""
-        small = [i for i, b in enumerate(self.blocks[:keep_from]) if len(b) * _RAW.itemsize < _COMPACT_BELOW]
-        if len(small) < _COMPACT_COUNT:
+        """Merge the run of small blocks just before ``keep_from`` (a long live run
+        adds one block per flush) once it is long enough."""
+        i0 = keep_from
+        while i0 > 0 and len(self.blocks[i0 - 1]) * _RAW.itemsize < _COMPACT_BELOW:
+            i0 -= 1
+        if keep_from - i0 < _COMPACT_COUNT:
             return
-        i0 = small[0]
-        merged = np.concatenate(self.blocks[i0:keep_from])
-        self.blocks[i0:keep_from] = [merged]
+        self.blocks[i0:keep_from] = [np.concatenate(self.blocks[i0:keep_from])]
         self.starts[i0:keep_from] = [self.starts[i0]]
 
     @property
@@ -386,7 +388,7 @@ class LiveRun:
 
     def sessions(self, rank: int) -> list[dict]:
         """Per session of ``rank``: session, host, wall_start, first_step, duration_s,
-        end (the END frame or None), pending_bytes, skipped_bytes."""
+        end (the END frame or None), pending_bytes, skipped_bytes, blocks."""
         with self._lock:
             files = self._load_rank(rank)
             return [
@@ -399,6 +401,7 @@ class LiveRun:
                     "end": f.lf.end,
                     "pending_bytes": f.lf.pending_bytes,
                     "skipped_bytes": f.lf.skipped_bytes,
+                    "blocks": len(f.blocks),  # arrays of records held (merged as they pile up)
                 }
                 for s, f in sorted(files.items())
             ]

@@ -1,0 +1,86 @@
+"""nblog._series: EMA, min/max display downsampling, non-finite markers, bands."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from nblog._series import band, ema, minmax_indices, nonfinite, per_step_totals, session_starts
+
+
+def reference_ema(values, w, last=0.0, count=0):
+    out = []
+    for v in values:
+        if not math.isfinite(v):
+            out.append(math.nan)
+            continue
+        last = last * w + (1 - w) * v
+        count += 1
+        out.append(last / (1 - w**count))
+    return np.array(out)
+
+
+@pytest.mark.parametrize("w", [0.0, 0.3, 0.6, 0.9, 0.99, 0.999])
+def test_ema_matches_the_loop_and_resumes(w):
+    v = np.random.default_rng(1).normal(size=5000) * 10 + 3
+    v[[7, 100]] = [np.nan, np.inf]
+    full, _ = ema(v, w)
+    np.testing.assert_allclose(full, reference_ema(v, w), rtol=1e-9, atol=1e-12)
+    a, state = ema(v[:1234], w)
+    b, _ = ema(v[1234:], w, state)
+    np.testing.assert_allclose(np.concatenate([a, b]), full, rtol=1e-12, atol=1e-12)
+    assert np.isnan(full[7]) and np.isnan(full[100])
+
+
+def test_ema_edges():
+    out, state = ema(np.array([np.nan, np.nan]), 0.6)
+    assert np.isnan(out).all() and state.count == 0
+    out, _ = ema(np.array([5.0]), 0.6)
+    assert out[0] == pytest.approx(5.0)  # debiased: the first point is itself
+    with pytest.raises(ValueError):
+        ema(np.array([1.0]), 1.0)
+
+
+def test_minmax_keeps_spikes_and_bounds_the_count():
+    y = np.sin(np.arange(1_000_000) / 1000.0)
+    y[123_457] = 50.0
+    y[876_543] = -50.0
+    y[5] = np.nan
+    idx = minmax_indices(y, 400)
+    assert len(idx) <= 800 and np.all(np.diff(idx) > 0)
+    assert 123_457 in idx and 876_543 in idx
+    assert not np.isnan(y[idx]).any()
+    small = np.array([1.0, np.nan, 3.0])
+    assert minmax_indices(small, 400).tolist() == [0, 2]
+
+
+def test_nonfinite_and_session_starts():
+    y = np.array([1.0, np.nan, np.inf, -np.inf, 2.0])
+    bad = nonfinite(y)
+    assert bad["nan"].tolist() == [1] and bad["+inf"].tolist() == [2] and bad["-inf"].tolist() == [3]
+    assert session_starts(np.array([0, 0, 1, 1, 3]), np.array([0.0, 1, 2, 3, 4])) == [(1, 2.0), (3, 4.0)]
+    assert session_starts(np.array([0]), np.array([0.0])) == []
+
+
+def test_per_step_totals_and_band():
+    steps, totals = per_step_totals(np.array([0, 0, 1, 2, 2, 2]), np.array([1.0, 2, 3, 1, 1, 1]))
+    assert steps.tolist() == [0, 1, 2] and totals.tolist() == [3.0, 3.0, 3.0]
+    steps, totals = per_step_totals(np.array([2, 0, 2]), np.array([1.0, 5, 1]))
+    assert steps.tolist() == [0, 2] and totals.tolist() == [5.0, 2.0]
+    b = band({0: (np.array([0, 1]), np.array([1.0, 2])), 1: (np.array([0, 1]), np.array([3.0, 4])),
+              2: (np.array([1]), np.array([10.0]))})
+    assert b.step.tolist() == [0, 1]
+    assert b.lo.tolist() == [1.0, 2.0] and b.hi.tolist() == [3.0, 10.0]
+    assert b.median.tolist() == [2.0, 4.0] and b.ranks.tolist() == [2, 3]
+    assert len(band({}).step) == 0
+
+
+def test_import_nblog_does_not_load_them():
+    import subprocess
+    import sys
+
+    code = "import sys, nblog; print([m for m in ('nblog._series', 'nblog._live', 'numpy') if m in sys.modules])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
