@@ -228,8 +228,9 @@ class Follower:
     def _decode(self, sess: _Session, delta: Delta, last: int | None) -> list[Event]:
         lf = sess.file
         wall0 = sess.wall0()
-        # (ms, order, event) so that records of one write come out in logging order
-        items: list[tuple[int, int, Event]] = []
+        # (ms, step, order, event): points, texts and media of one write merged by the
+        # time they were logged; records of the same millisecond by step, points first.
+        items: list[tuple[int, int, int, Event]] = []
         if delta.points:
             raw = np.frombuffer(b"".join(delta.points), dtype=np.dtype(F.NUMPY_POINT_DTYPE))
             ms = _unwrap(raw["ms"], sess.prev_ms)
@@ -252,7 +253,7 @@ class Follower:
             for i, (step, value, t, m) in enumerate(zip(steps, values, tids, mss, strict=True)):
                 kind, name = lf.tags[t]
                 ev = Event(self.rank, sess.session, step, F.KIND_NAMES[kind], name, wall0 + m / 1000.0, value=value)
-                items.append((m, i, ev))
+                items.append((m, step, i, ev))
         base = len(items)
         texts = [x for x in delta.texts if self._shown(lf, x[1], F.KIND_TEXT)]
         media = [x for x in delta.media if self._shown(lf, x[1], F.KIND_MEDIA)]
@@ -261,15 +262,15 @@ class Follower:
         for j, (step, t, m, text) in enumerate(texts):
             m = self._near(m, sess.prev_ms)
             ev = Event(self.rank, sess.session, step, "text", lf.tags[t][1], wall0 + m / 1000.0, text=text)
-            items.append((m, base + j, ev))
+            items.append((m, step, base + j, ev))
         base = len(items)
         for j, (step, t, m, _offset, _length, meta) in enumerate(media):
             m = self._near(m, sess.prev_ms)
             ev = Event(self.rank, sess.session, step, "media", lf.tags[t][1], wall0 + m / 1000.0, meta=meta)
-            items.append((m, base + j, ev))
+            items.append((m, step, base + j, ev))
         if texts or media:
-            items.sort(key=lambda x: (x[0], x[1]))
-        return [ev for _m, _i, ev in items]
+            items.sort(key=lambda x: (x[0], x[1], x[2]))
+        return [x[3] for x in items]
 
     def _shown(self, lf: LogFile, tid: int, kind: int) -> bool:
         entry = lf.tags.get(tid)

@@ -1,0 +1,91 @@
+"""nb ls: listing, filters, statuses (running/finished/failed/stale), --json."""
+
+from __future__ import annotations
+
+import json
+
+
+def rows(result):
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_json_lists_every_run_newest_first(cli, runs):
+    r = rows(cli("ls", "--root", str(runs), "--json"))
+    ids = {x["id"] for x in r}
+    assert ids == {"ddp-00000001", "solo-00000002", "dup-aaaa0001", "dup-aaaa0002", "stale-00000003"}
+    started = [x["started"] for x in r]
+    assert started == sorted(started, reverse=True)
+    ddp = next(x for x in r if x["id"] == "ddp-00000001")
+    assert ddp["project"] == "vision" and ddp["name"] == "ddp"
+    assert ddp["status"] == "finished"
+    assert ddp["ranks"] == 3 and ddp["world_size"] == 3 and ddp["sessions"] == 2
+    assert ddp["last_step"] == 24
+    assert ddp["duration_s"] > 0 and ddp["size_bytes"] > 0
+    assert set(ddp) >= {"id", "project", "name", "status", "ranks", "sessions", "last_step", "started",
+                        "duration_s", "path"}
+
+
+def test_statuses(cli, runs):
+    status = {x["id"]: x["status"] for x in rows(cli("ls", "--root", str(runs), "--json"))}
+    assert status["solo-00000002"] == "failed"
+    assert status["stale-00000003"] == "stale"
+    assert status["dup-aaaa0001"] == "finished"
+
+
+def test_filters(cli, runs):
+    root = str(runs)
+    assert {x["id"] for x in rows(cli("ls", "vision", "--root", root, "--json"))} == {"ddp-00000001"}
+    assert {x["project"] for x in rows(cli("ls", "--project", "nlp", "--root", root, "--json"))} == {"nlp"}
+    assert {x["id"] for x in rows(cli("ls", "-p", "nlp", "--name", "d*", "--root", root, "--json"))} == {
+        "dup-aaaa0001", "dup-aaaa0002"}
+    got = rows(cli("ls", "--status", "failed", "--status", "stale", "--root", root, "--json"))
+    assert {x["id"] for x in got} == {"solo-00000002", "stale-00000003"}
+    assert rows(cli("ls", "--name", "nothing*", "--root", root, "--json")) == []
+
+
+def test_nb_dir_is_the_default_root(cli, runs):
+    r = rows(cli("ls", "--json", env={"NB_DIR": str(runs)}))
+    assert len(r) == 5
+
+
+def test_plain_table_when_piped(cli, runs):
+    result = cli("ls", "--root", str(runs))
+    assert result.exit_code == 0
+    lines = result.stdout.splitlines()
+    assert lines[0].split("\t") == ["ID", "PROJECT", "NAME", "STATUS", "RANKS", "SESSIONS", "LAST STEP",
+                                    "STARTED", "DURATION"]
+    ddp = next(line.split("\t") for line in lines if line.startswith("ddp-"))
+    assert ddp[:7] == ["ddp-00000001", "vision", "ddp", "finished", "3", "2", "24"]
+    assert "\x1b" not in result.stdout
+    assert result.stderr == ""
+
+
+def test_rich_table_on_a_terminal(cli, runs):
+    result = cli("ls", "--root", str(runs), env={"FORCE_COLOR": "1"})
+    assert result.exit_code == 0
+    assert "\t" not in result.stdout and "ddp-00000001" in result.stdout
+    assert "\x1b[" in result.stdout  # styled
+
+
+def test_no_color_on_a_terminal(cli, runs):
+    result = cli("ls", "--root", str(runs), env={"FORCE_COLOR": "1", "NO_COLOR": "1"})
+    assert result.exit_code == 0
+    assert "\x1b[3" not in result.stdout  # no colour codes (bold may remain)
+    assert "ddp-00000001" in result.stdout
+
+
+def test_missing_root_is_empty_with_a_note(cli, tmp_path):
+    result = cli("ls", "--root", str(tmp_path / "nope"))
+    assert result.exit_code == 0
+    assert "does not exist" in result.stderr
+    result = cli("ls", "--root", str(tmp_path / "nope"), "--json")
+    assert result.exit_code == 0 and json.loads(result.stdout) == []
+
+
+def test_usage_errors_exit_2(cli, runs):
+    assert cli("ls", "--status", "sleeping", "--root", str(runs)).exit_code == 2
+    result = cli("ls", "vision", "--project", "nlp", "--root", str(runs))
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert cli("ls", "--bogus").exit_code == 2

@@ -1,0 +1,97 @@
+"""nb show: metadata, config, sessions with hidden points, files, machines, tags, dropped."""
+
+from __future__ import annotations
+
+import json
+
+from cli_helpers import TEXT
+
+
+def show_json(cli, runs, run="ddp-00000001"):
+    result = cli("show", run, "--root", str(runs), "--json")
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr == ""
+    return json.loads(result.stdout)
+
+
+def test_json_metadata_and_config(cli, runs):
+    info = show_json(cli, runs)
+    assert info["run"]["id"] == "ddp-00000001" and info["run"]["status"] == "finished"
+    assert info["meta"]["launcher"] == "torchrun" and info["meta"]["run_id_source"] == "explicit"
+    assert sorted(info["meta"]["hosts"]) == ["node-a"]  # the hosts rank 0 knows
+    assert info["config"] == {"lr": 0.1, "model": {"layers": [64, 64]}, "note": "[bold]x[/] \x1b[2J"}
+
+
+def test_json_sessions_with_hidden_points(cli, runs):
+    info = show_json(cli, runs)
+    s0, s1 = info["sessions"]
+    assert (s0["session"], s0["first_step"], s1["session"], s1["first_step"]) == (0, 0, 1, 10)
+    assert s0["host"] == "node-a" and isinstance(s0["start"], float)
+    # session 0 logged steps 0-19 on every rank; 10-19 are hidden by session 1:
+    # rank 0 has 2 scalars + 1 timer per step (+ the +inf at step 7, not hidden),
+    # ranks 1 and 2 one timer per step.
+    assert s0["hidden_points"] == 10 * 3 + 10 + 10
+    assert s1["hidden_points"] == 0
+
+
+def test_json_files_of_writing_ranks(cli, runs):
+    files = show_json(cli, runs)["files"]
+    assert [(f["rank"], f["session"]) for f in files] == [(r, s) for r in range(3) for s in range(2)]
+    for f in files:
+        assert f["file"] == f"events.r{f['rank']}.s{f['session']}.log"
+        assert f["size_bytes"] > 0 and f["closed"] and f["end_status"] == "finished"
+    assert {f["host"] for f in files if f["rank"] == 2} == {"node-b"}
+    r2s0 = next(f for f in files if (f["rank"], f["session"]) == (2, 0))
+    assert r2s0["hidden_points"] == 10 and r2s0["first_step"] == 0
+
+
+def test_json_machines(cli, runs):
+    machines = show_json(cli, runs)["machines"]
+    assert sorted((m["hostname"], m["rank"]) for m in machines) == [("node-a", 0), ("node-b", 2)]
+    assert all(m["system_tags"] > 0 for m in machines)
+
+
+def test_json_tags_last_value_and_first_nonfinite(cli, runs):
+    tags = {(t["kind"], t["tag"]): t for t in show_json(cli, runs)["tags"]}
+    loss = tags["scalar", "train/loss"]
+    assert loss["last_step"] == 24 and loss["last_value"] == 1 / 25 and loss["last_rank"] == 0
+    assert loss["first_nonfinite"] == {"step": 5, "rank": 0, "value": "nan"}
+    grad = tags["scalar", "train/grad"]
+    assert grad["first_nonfinite"] == {"step": 7, "rank": 0, "value": "inf"}
+    assert tags["scalar", "[bold red]x[/]"]["last_value"] == 24.0
+    step = tags["timer", "step"]
+    assert step["ranks"] == 3 and step["points"] == 3 * 25 and step["first_nonfinite"] is None
+    text = tags["text", "samples"]
+    assert text["last_text"] == "resumed" and text["points"] == 2
+    assert show_json(cli, runs)["dropped"] == {}
+
+
+def test_plain_sections(cli, runs):
+    result = cli("show", "ddp", "--root", str(runs))  # a unique prefix
+    assert result.exit_code == 0, result.stderr
+    out = result.stdout
+    for title in ("# Run", "# Config", "# Sessions", "# Event logs", "# Machines", "# Tags", "# Dropped"):
+        assert title in out
+    assert "id\tddp-00000001" in out
+    assert "nan at step 5 (rank 0)" in out
+    assert "events.r2.s1.log" in out
+    assert "\x1b" not in out
+
+
+def test_failed_and_stale_runs(cli, runs):
+    assert show_json(cli, runs, "solo-00000002")["run"]["status"] == "failed"
+    stale = show_json(cli, runs, "nlp/stale-00000003")
+    assert stale["run"]["status"] == "stale"
+    f = stale["files"][0]
+    assert f["closed"] is False  # killed: no END record
+
+
+def test_path_to_run_folder(cli, runs):
+    result = cli("show", str(runs / "vision" / "ddp-00000001"), "--json")
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["run"]["id"] == "ddp-00000001"
+
+
+def test_text_in_tags_table_is_escaped(cli, runs):
+    out = cli("show", "ddp-00000001", "--root", str(runs)).stdout
+    assert TEXT not in out and "\x1b" not in out and "\u202e" not in out
