@@ -16,15 +16,15 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
+import os
 import re
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
+if TYPE_CHECKING:  # Rich is imported only when a terminal gets a table (plain output is faster)
+    from rich.console import Console
 
 # C0 controls, DEL, C1 controls, bidirectional marks/overrides/isolates, line and
 # paragraph separators, BOM, lone surrogates.
@@ -51,9 +51,21 @@ def clean(value: object) -> str:
     return _CONTROL.sub(_escape, s.replace("\\", "\\\\"))
 
 
-def data(value: object, style: str = "") -> Text:
-    """A table cell from logged data: cleaned, never parsed as markup."""
-    return Text(clean("" if value is None else value), style=style)
+class Styled(NamedTuple):
+    """Text with a Rich style (used on a terminal only), never parsed as markup."""
+
+    text: str
+    style: str = ""
+
+
+def data(value: object, style: str = "") -> Styled:
+    """A cell or line from logged data: cleaned, never parsed as markup."""
+    return Styled(clean("" if value is None else value), style)
+
+
+def styled(text: str, style: str = "") -> Styled:
+    """Our own text (not logged data) with a style for terminals."""
+    return Styled(text, style)
 
 
 # -- value formatting -------------------------------------------------------------------
@@ -138,30 +150,54 @@ class Column:
     style: str = ""
 
 
-Cell = Text | str | int | float | None
+Cell = Styled | str | int | float | None
+Line = Styled | str | Sequence[Styled]
+
+
+def _console(file) -> Console:
+    from rich.console import Console
+
+    return Console(file=file, highlight=False, soft_wrap=False, emoji=False, markup=False)
 
 
 def stdout_console() -> Console:
-    """A console on the current ``sys.stdout`` (looked up at call time, for tests)."""
-    return Console(file=sys.stdout, highlight=False, soft_wrap=False, emoji=False, markup=False)
+    """A Rich console on the current ``sys.stdout`` (looked up at call time, for tests)."""
+    return _console(sys.stdout)
 
 
-def stderr_console() -> Console:
-    return Console(file=sys.stderr, highlight=False, soft_wrap=True, emoji=False, markup=False)
+def is_terminal(environ: dict[str, str] | None = None) -> bool:
+    """Whether stdout gets terminal output, as Rich decides it: a TTY, or ``FORCE_COLOR``
+    set (``TTY_COMPATIBLE=0`` says no), without importing Rich for plain output."""
+    env = os.environ if environ is None else environ
+    tty = env.get("TTY_COMPATIBLE", "")
+    if tty == "0":
+        return False
+    if tty == "1" or env.get("FORCE_COLOR"):
+        return True
+    try:
+        return sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 class Output:
     """Writes one command's results. ``rich`` is True on a terminal (see module doc)."""
 
     def __init__(self, console: Console | None = None):
-        self.console = console or stdout_console()
-        self.rich = self.console.is_terminal
+        if console is None and not is_terminal():
+            self.console = None
+            self.rich = False
+        else:
+            self.console = console or stdout_console()
+            self.rich = self.console.is_terminal
 
     # data
 
     def table(self, columns: Sequence[Column], rows: Iterable[Sequence[Cell]], title: str | None = None) -> None:
         """A Rich table on a terminal; else a header line and tab-separated rows."""
         if self.rich:
+            from rich.table import Table
+
             t = Table(title=title, title_justify="left", title_style="bold", header_style="bold",
                       box=None, pad_edge=False, show_edge=False)
             for c in columns:
@@ -181,6 +217,9 @@ class Output:
     def fields(self, pairs: Sequence[tuple[str, Cell]], title: str | None = None) -> None:
         """Key/value lines: aligned on a terminal, ``key<TAB>value`` otherwise."""
         if self.rich:
+            from rich.table import Table
+            from rich.text import Text
+
             if title:
                 self.console.print(Text(title, style="bold"))
             t = Table.grid(padding=(0, 2))
@@ -200,6 +239,8 @@ class Output:
         """A block of (cleaned) multi-line text, such as a pretty-printed config."""
         lines = [clean(line) for line in text.splitlines()]
         if self.rich:
+            from rich.text import Text
+
             if title:
                 self.console.print(Text(title, style="bold"))
             self.console.print(Text("\n".join(lines)))
@@ -214,30 +255,42 @@ class Output:
         """A blank line between sections."""
         sys.stdout.write("\n") if not self.rich else self.console.print()
 
-    def line(self, text: Text | str) -> None:
-        """One line (an event of ``nb tail``), flushed at once."""
+    def line(self, parts: Line, sep: str = "\t") -> None:
+        """One line (an event of ``nb tail``), flushed at once: a string, a styled
+        string, or styled fields joined by ``sep`` (two spaces on a terminal)."""
+        if isinstance(parts, (str, Styled)):
+            parts = [parts if isinstance(parts, Styled) else Styled(clean(parts))]
         if self.rich:
-            self.console.print(text if isinstance(text, Text) else Text(text), crop=False, soft_wrap=True)
+            from rich.text import Text
+
+            text = Text()
+            for i, p in enumerate(parts):
+                if i:
+                    text.append("  ")
+                text.append(p.text, style=p.style or None)
+            self.console.print(text, crop=False, soft_wrap=True)
         else:
-            sys.stdout.write((text.plain if isinstance(text, Text) else text) + "\n")
+            sys.stdout.write(sep.join(clean(p.text) for p in parts) + "\n")
         sys.stdout.flush()
 
 
-def _cell(v: Cell) -> Text | str:
-    if isinstance(v, Text):
-        return v
+def _cell(v: Cell):
+    from rich.text import Text
+
+    if isinstance(v, Styled):
+        return Text(v.text, style=v.style or "")
     if v is None:
         return Text("-", style="dim")
     if isinstance(v, float):
         return fmt_value(v)
     if isinstance(v, int):
         return str(v)
-    return data(v)
+    return Text(clean(v))
 
 
 def _plain(v: Cell) -> str:
-    if isinstance(v, Text):
-        return clean(v.plain)  # already cleaned data or our own text
+    if isinstance(v, Styled):
+        return clean(v.text)  # already cleaned data or our own text (tabs escaped)
     if v is None:
         return "-"
     if isinstance(v, float):
@@ -277,20 +330,33 @@ def emit_json_line(obj: Any) -> None:
 # -- messages (stderr) ------------------------------------------------------------------------
 
 
+def _stderr(prefix: str, style: str, message: str) -> None:
+    """One cleaned line on stderr; styled only when stderr is a terminal."""
+    line = clean(message)
+    try:
+        tty = sys.stderr.isatty() and not os.environ.get("NO_COLOR")
+    except (AttributeError, ValueError):
+        tty = False
+    if tty:
+        sys.stderr.write(f"\x1b[{style}m{prefix}\x1b[0m{line}\n" if prefix else f"\x1b[{style}m{line}\x1b[0m\n")
+    else:
+        sys.stderr.write(prefix + line + "\n")
+    sys.stderr.flush()
+
+
 def info(message: str) -> None:
     """A message for people on stderr (progress, where a file went); cleaned."""
-    stderr_console().print(Text(clean(message), style="dim"))
+    _stderr("", "2", message)
 
 
 def warn(message: str) -> None:
-    stderr_console().print(Text("warning: ", style="yellow bold") + Text(clean(message)))
+    _stderr("warning: ", "1;33", message)
 
 
 def error(message: str, hint: str | None = None, details: Sequence[str] = ()) -> None:
     """``error: …`` (plus indented details and a ``hint: …``) on stderr."""
-    con = stderr_console()
-    con.print(Text("error: ", style="red bold") + Text(clean(message)))
+    _stderr("error: ", "1;31", message)
     for d in details:
-        con.print(Text("  " + clean(d)))
+        _stderr("  ", "0", d)
     if hint:
-        con.print(Text("hint: ", style="cyan bold") + Text(clean(hint)))
+        _stderr("hint: ", "1;36", hint)

@@ -93,19 +93,32 @@ def run_summary(run_dir: str, now: float | None = None, stale_after: float = STA
     duration_s (active time: sessions added up, queue gaps left out), last_write
     (unix seconds), size_bytes, path.
     """
-    now = time.time() if now is None else now
-    meta = read_run_json(run_dir) or {}
+    row = _summary(os.path.abspath(run_dir), time.time() if now is None else now, stale_after, False)
+    assert row is not None
+    return row
+
+
+def _summary(run_dir: str, now: float, stale_after: float, only_runs: bool) -> dict | None:
+    """:func:`run_summary` of an absolute path; None if ``only_runs`` and it holds
+    neither run.json nor an event log. One directory scan, one stat per file, and
+    run.json read only when it is there."""
     ranks: set[int] = set()
     last_write = 0.0
     size = 0
+    has_json = False
     try:
-        entries = list(os.scandir(run_dir))
+        with os.scandir(run_dir) as it:
+            entries = list(it)
     except OSError:
         entries = []
     for e in entries:
-        rs = parse_event_file_name(e.name)
-        if rs is None and e.name != RUN_JSON and not e.name.startswith("media."):
-            continue
+        name = e.name
+        rs = parse_event_file_name(name) if name.startswith("events.") else None
+        if rs is None:
+            if name == RUN_JSON:
+                has_json = True
+            elif not name.startswith("media."):
+                continue
         try:
             st = e.stat()
         except OSError:
@@ -114,6 +127,9 @@ def run_summary(run_dir: str, now: float | None = None, stale_after: float = STA
         last_write = max(last_write, st.st_mtime)
         if rs is not None:
             ranks.add(rs[0])
+    if only_runs and not has_json and not ranks:
+        return None
+    meta = (read_run_json(run_dir) if has_json or not only_runs else None) or {}
     sessions = meta.get("sessions") or []
     status = meta.get("status") or "unknown"
     if status == "running" and last_write and now - last_write > stale_after:
@@ -121,6 +137,8 @@ def run_summary(run_dir: str, now: float | None = None, stale_after: float = STA
     duration = 0.0
     last_step = None
     for i, s in enumerate(sessions):
+        if not isinstance(s, dict):
+            continue
         start = s.get("start")
         if not isinstance(start, (int, float)):
             continue
@@ -143,13 +161,13 @@ def run_summary(run_dir: str, now: float | None = None, stale_after: float = STA
         "duration_s": round(duration, 3),
         "last_write": last_write or None,
         "size_bytes": size,
-        "path": os.path.abspath(run_dir),
+        "path": run_dir,
     }
 
 
 def list_runs(root: str | os.PathLike | None = None, project: str | None = None) -> list[dict]:
     """Summaries (:func:`run_summary`) of every run under ``root``, newest first."""
-    root = os.fspath(root) if root is not None else default_root()
+    root = os.path.abspath(os.fspath(root) if root is not None else default_root())
     rows = []
     try:
         projects = [project] if project is not None else sorted(os.listdir(root))
@@ -157,14 +175,14 @@ def list_runs(root: str | os.PathLike | None = None, project: str | None = None)
         return []
     now = time.time()
     for p in projects:
-        pdir = os.path.join(root, p)
         try:
-            names = os.listdir(pdir)
+            with os.scandir(os.path.join(root, p)) as it:
+                dirs = [e.path for e in it if e.is_dir()]
         except OSError:
             continue
-        for name in names:
-            path = os.path.join(pdir, name)
-            if os.path.isdir(path) and _is_run_dir(path):
-                rows.append(run_summary(path, now))
+        for path in dirs:
+            row = _summary(path, now, STALE_AFTER_S, True)
+            if row is not None:
+                rows.append(row)
     rows.sort(key=lambda r: (r["started"] or 0.0, r["id"]), reverse=True)
     return rows

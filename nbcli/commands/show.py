@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import typer
-from rich.text import Text
 
 from .._options import Json, Root, RunArg
 from .._output import (
@@ -29,7 +28,7 @@ def _nonfinite(bad: dict | None) -> str:
     return f"{fmt_value(bad['value'])} at step {bad['step']} (rank {bad['rank']})"
 
 
-def _last(tag: dict) -> Text | str:
+def _last(tag: dict):
     if tag["kind"] == "text":
         text = tag.get("last_text") or ""
         return data(text if len(text) <= 60 else text[:57] + "...")

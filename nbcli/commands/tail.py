@@ -7,15 +7,14 @@ import os
 from typing import Annotated
 
 import typer
-from rich.text import Text
 
 from .._options import Json, Rank, Root, RunArg, Tags
-from .._output import Output, clean, emit_json_line, fmt_value, info
+from .._output import Output, Styled, clean, emit_json_line, fmt_value, info
 
 _KIND_STYLE = {"scalar": "green", "timer": "magenta", "text": "cyan", "media": "blue", "system": "yellow"}
 
 
-def _line(ev, sep: str) -> Text:
+def _line(ev) -> list[Styled]:
     from datetime import datetime
 
     when = datetime.fromtimestamp(ev.wall_time).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
@@ -27,20 +26,14 @@ def _line(ev, sep: str) -> Text:
         value = fmt_value(ev.value) + " s"
     else:
         value = fmt_value(ev.value)
-    parts = [
-        (when, "dim"),
-        (f"s{ev.session}", "dim"),
-        (str(ev.step), "cyan"),
-        (ev.kind, _KIND_STYLE.get(ev.kind, "")),
-        (clean(ev.tag), "bold"),
-        (value, ""),
+    return [
+        Styled(when, "dim"),
+        Styled(f"s{ev.session}", "dim"),
+        Styled(str(ev.step), "cyan"),
+        Styled(ev.kind, _KIND_STYLE.get(ev.kind, "")),
+        Styled(clean(ev.tag), "bold"),
+        Styled(value),
     ]
-    text = Text()
-    for i, (s, style) in enumerate(parts):
-        if i:
-            text.append(sep)
-        text.append(s, style=style)
-    return text
 
 
 def tail(
@@ -93,7 +86,7 @@ def tail(
             if out is None:
                 emit_json_line(ev.to_json())
             else:
-                out.line(_line(ev, "  " if out.rich else "\t"))
+                out.line(_line(ev))
 
     emit(follower.poll(last=lines))
     if not follow:

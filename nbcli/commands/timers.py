@@ -5,10 +5,9 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.text import Text
 
 from .._options import Json, Root, RunArg, Tags
-from .._output import Column, Output, data, emit_json, fmt_seconds, info
+from .._output import Column, Output, data, emit_json, fmt_seconds, info, styled
 
 
 def timers(
@@ -49,7 +48,7 @@ def timers(
         (
             [data(r["tag"], "bold"), r["rank"], r["count"], fmt_seconds(r["mean_s"]), fmt_seconds(r["p50_s"]),
              fmt_seconds(r["p95_s"]), fmt_seconds(r["max_s"]), fmt_seconds(r["total_s"]),
-             Text("yes", style="red bold") if r["straggler"] else ""]
+             styled("yes", "red bold") if r["straggler"] else ""]
             for r in report["ranks"]
         ),
         title="Timers per rank (seconds)",
@@ -61,7 +60,7 @@ def timers(
         (
             [data(t["tag"], "bold"), t["ranks"], t["slowest_rank"], fmt_seconds(t["slowest_mean_s"]),
              fmt_seconds(t["median_mean_s"]), f"{t['spread']:.2f}x" if t["spread"] is not None else None,
-             Text("yes", style="red bold") if t["straggler"] else "no"]
+             styled("yes", "red bold") if t["straggler"] else "no"]
             for t in report["timers"]
         ),
         title=f"Across ranks (spread = slowest mean / median mean; straggler at >= {threshold:g}x)",

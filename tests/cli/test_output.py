@@ -39,10 +39,24 @@ def test_clean(raw, shown):
     assert clean(raw) == shown
 
 
-def test_data_is_never_markup():
+def test_data_is_never_markup_on_a_terminal():
     console = Console(file=io.StringIO(), force_terminal=True, no_color=True, width=80)
-    console.print(data("[bold red]x[/]"))
-    assert "[bold red]x[/]" in console.file.getvalue()
+    out = Output(console)
+    assert out.rich
+    out.table([Column("TAG")], [[data("[bold red]x[/] \x1b[2J")], ["[b]y[/b]"]])
+    out.fields([("k", data("[i]v[/i]"))])
+    out.line([data("[u]z[/u]", "bold"), data("\x1b[31m")])
+    text = console.file.getvalue()
+    for literal in ("[bold red]x[/] \\x1b[2J", "[b]y[/b]", "[i]v[/i]", "[u]z[/u]", "\\x1b[31m"):
+        assert literal in text
+    assert "\x1b[2J" not in text and "\x1b[31m" not in text
+
+
+def test_plain_without_rich(capsys):
+    out = Output()  # stdout is not a terminal under pytest's capture
+    assert not out.rich and out.console is None
+    out.line([data("a\tb"), data("c")])
+    assert capsys.readouterr().out == "a\\tb\tc\n"
 
 
 def test_json_text_valid_and_exact():
