@@ -17,7 +17,6 @@ Point records are kept as raw payload bytes and decoded in bulk with numpy by
 
 from __future__ import annotations
 
-import json
 import os
 import zlib
 from dataclasses import dataclass, field
@@ -33,7 +32,7 @@ _READ_LIMIT = 1 << 30  # bytes read per poll at most; the rest waits for the nex
 class Delta:
     """What one :meth:`LogFile.poll` found: new frames' contents, in file order."""
 
-    points: list[bytes] = field(default_factory=list)  # POINTS payloads (24-byte records)
+    points: list[memoryview] = field(default_factory=list)  # POINTS payloads (24-byte records)
     texts: list[tuple[int, int, int, str]] = field(default_factory=list)
     media: list[tuple[int, int, int, int, int, dict]] = field(default_factory=list)
     stats: list[dict] = field(default_factory=list)
@@ -159,10 +158,11 @@ class LogFile:
         if kind == F.FRAME_POINTS:
             if len(payload) % F.POINT_SIZE:
                 raise ValueError("points payload is not a whole number of records")
-            raw = payload.tobytes()
+            # a view into the bytes just read, not a copy (they stay alive while it does)
+            raw = payload
             if self.first_step is None:
                 self._first_step_of(raw)
-            if raw:
+            if len(raw):
                 last_ms = F.POINT.unpack_from(raw, len(raw) - F.POINT_SIZE)[3]
                 self.max_ms = max(self.max_ms, self._unwrap_ms(last_ms))
             delta.points.append(raw)
@@ -186,7 +186,7 @@ class LogFile:
             if self.keep:
                 self.media.extend(items)
         elif kind in (F.FRAME_STATS, F.FRAME_END, F.FRAME_SESSION):
-            obj = json.loads(payload.tobytes())
+            obj = F.loads_json(payload)
             if not isinstance(obj, dict):
                 raise ValueError("JSON frame is not an object")
             if kind == F.FRAME_SESSION:
@@ -238,18 +238,35 @@ class LogFile:
         if self._decoded is not None and not self.chunks:
             return self._decoded
         out_dtype = np.dtype([("step", "<i8"), ("value", "<f8"), ("tag", "<u4"), ("ms", "<i8")])
+        raw_dtype = np.dtype(F.NUMPY_POINT_DTYPE)
         new, self.chunks = self.chunks, []  # decoded once; the raw bytes are let go
-        raw = np.frombuffer(b"".join(new), dtype=np.dtype(F.NUMPY_POINT_DTYPE))
-        del new
-        part = np.empty(len(raw), out_dtype)
-        for name in ("step", "value", "tag"):
-            part[name] = raw[name]
         old = self._decoded
-        prev = int(old["ms"][-1]) if old is not None and len(old) else 0
-        part["ms"] = _unwrap(raw["ms"], prev)
-        del raw
-        self._decoded = np.concatenate([old, part]) if old is not None and len(old) else part
-        return self._decoded
+        n_old = len(old) if old is not None else 0
+        n_new = sum(len(c) for c in new) // F.POINT_SIZE
+        out = np.empty(n_old + n_new, out_dtype)  # one allocation, filled in place
+        if n_old:
+            out[:n_old] = old
+        self._decoded = old = None
+        prev = int(out["ms"][n_old - 1]) if n_old else 0
+        # No record can have wrapped the u32 milliseconds before 2**31 ms (24.8 days):
+        # then the values are used as they are, else unwrapped in order.
+        plain = self.max_ms < (1 << 31)
+        o = n_old
+        for chunk in new:
+            raw = np.frombuffer(chunk, dtype=raw_dtype)
+            part = out[o : o + len(raw)]
+            for name in ("step", "value", "tag"):
+                part[name] = raw[name]
+            if plain:
+                part["ms"] = raw["ms"]
+            else:
+                part["ms"] = _unwrap(raw["ms"], prev)
+                if len(raw):
+                    prev = int(part["ms"][-1])
+            o += len(raw)
+        del new
+        self._decoded = out
+        return out
 
 
 def _unwrap(ms32, start: int):
@@ -292,7 +309,7 @@ def read_header(path: str, limit: int = 1 << 16) -> dict:
     if zlib.crc32(payload) != crc:
         return {}
     try:
-        obj = json.loads(payload)
+        obj = F.loads_json(payload)
     except ValueError:
         return {}
     return obj if isinstance(obj, dict) else {}

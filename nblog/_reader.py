@@ -232,11 +232,14 @@ class RunReader:
         return kinds
 
     def _point_frame(self, kind: int, tags, rank: int, all_ranks: bool, include_hidden: bool) -> pl.DataFrame:
+        """Points of ``kind`` as a frame. Two passes: pick each file's records, then copy
+        them once into preallocated columns that Polars takes over without a copy (no
+        per-file pieces concatenated, no structured-array copies)."""
         wanted = _as_tags(tags)
         ranks = self.ranks() if all_ranks else [rank]
         names: list[str] = []
         name_index: dict[str, int] = {}
-        cols: dict[str, list] = {k: [] for k in ("rank", "session", "step", "tag", "value", "wall", "active", "hidden")}
+        plan = []
         for r in ranks:
             files = self._rank_files(r)
             thresholds = self._thresholds(files)
@@ -245,53 +248,81 @@ class RunReader:
                 pts = lf.points()
                 if not len(pts):
                     continue
-                kinds = self._kinds(lf)
-                # per-file tag id → global name index (-1: not wanted or unknown)
-                remap = np.full(len(kinds), -1, dtype=np.int64)
+                # per-file tag id → global name index (-1: not wanted, other kind, unknown)
+                remap = np.full(max(lf.tags, default=-1) + 1, -1, dtype=np.int32)
                 for tid, (k, name) in lf.tags.items():
                     if k == kind and (wanted is None or name in wanted):
                         if name not in name_index:
                             name_index[name] = len(names)
                             names.append(name)
                         remap[tid] = name_index[name]
-                tid = pts["tag"]
-                in_range = tid < len(remap)
-                g = np.where(in_range, remap[np.minimum(tid, len(remap) - 1)], -1)
-                mask = g >= 0
-                t = thresholds[s] if kind != F.KIND_SYSTEM else None
-                hidden = (pts["step"] >= t) if t is not None else np.zeros(len(pts), bool)
-                if not include_hidden:
-                    mask &= ~hidden
-                if not mask.any():
+                if not (remap >= 0).any():
                     continue
-                sel = pts[mask]
-                secs = sel["ms"] / 1000.0
-                cols["rank"].append(np.full(len(sel), r, np.int32))
-                cols["session"].append(np.full(len(sel), s, np.int32))
-                cols["step"].append(sel["step"])
-                cols["tag"].append(g[mask])
-                cols["value"].append(sel["value"])
-                cols["wall"].append(float(lf.header.get("wall_start") or 0.0) + secs)
-                cols["active"].append(offsets[s] + secs)
-                cols["hidden"].append(hidden[mask])
-        if not cols["step"]:
+                tid = pts["tag"]
+                if remap.min() >= 0 and int(tid.max()) < len(remap):
+                    mask = None  # every record of this file is wanted: no selection
+                else:
+                    mask = tid < len(remap)
+                    mask[mask] = remap[tid[mask]] >= 0
+                t = thresholds[s] if kind != F.KIND_SYSTEM else None
+                hidden = (pts["step"] >= t) if t is not None else None
+                if hidden is not None and not include_hidden:
+                    mask = ~hidden if mask is None else mask & ~hidden
+                n = len(pts) if mask is None else int(np.count_nonzero(mask))
+                if n:
+                    wall0 = float(lf.header.get("wall_start") or 0.0)
+                    plan.append((r, s, offsets[s], wall0, pts, mask, hidden, remap, n))
+        total = sum(p[-1] for p in plan)
+        if not total:
             df = pl.DataFrame(schema=POINT_SCHEMA)
             return df.with_columns(pl.lit(False).alias("hidden")) if include_hidden else df
-        cat = {k: np.concatenate(v) for k, v in cols.items()}
+        rank_col = np.empty(total, np.int32)
+        session_col = np.empty(total, np.int32)
+        step = np.empty(total, np.int64)
+        codes = np.empty(total, np.int32)
+        value = np.empty(total, np.float64)
+        wall = np.empty(total, np.float64)
+        active = np.empty(total, np.float64)
+        hidden_col = np.zeros(total, bool) if include_hidden else None
+        o = 0
+        for r, s, offset, wall0, pts, mask, hidden, remap, n in plan:
+            sl = slice(o, o + n)
+            rank_col[sl] = r
+            session_col[sl] = s
+            if mask is None:
+                step[sl] = pts["step"]
+                value[sl] = pts["value"]
+                np.take(remap, pts["tag"], out=codes[sl])
+                active[sl] = pts["ms"]
+            else:
+                np.compress(mask, pts["step"], out=step[sl])
+                np.compress(mask, pts["value"], out=value[sl])
+                np.take(remap, pts["tag"][mask], out=codes[sl])
+                active[sl] = pts["ms"][mask]
+            secs = active[sl]
+            secs /= 1000.0
+            np.add(secs, wall0, out=wall[sl])
+            secs += offset
+            if hidden_col is not None and hidden is not None:
+                hidden_col[sl] = hidden if mask is None else hidden[mask]
+            o += n
+        plan.clear()
+        tag = pl.Series("tag", names, dtype=pl.String).gather(pl.Series(codes))
+        del codes
         df = pl.DataFrame(
             {
-                "rank": cat["rank"],
-                "session": cat["session"],
-                "step": cat["step"],
-                "tag": pl.Series(names, dtype=pl.String).gather(cat["tag"]),
-                "value": cat["value"],
-                "wall_time": cat["wall"],
-                "active_time": cat["active"],
+                "rank": rank_col,
+                "session": session_col,
+                "step": step,
+                "tag": tag,
+                "value": value,
+                "wall_time": wall,
+                "active_time": active,
             },
             schema=POINT_SCHEMA,
         )
-        if include_hidden:
-            df = df.with_columns(pl.Series("hidden", cat["hidden"], dtype=pl.Boolean))
+        if hidden_col is not None:
+            df = df.with_columns(pl.Series("hidden", hidden_col, dtype=pl.Boolean))
         return df
 
     def scalars(
