@@ -16,12 +16,13 @@ torchrun and mpirun tests need no daemon.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 
 import pytest
 from launchkit import DROP, DROP_PREFIXES, SLURM_CONF, VENV_BIN, slurm_status
 
-_slurm_problem: list[str] = []
+_missing: list[str] = []
 
 
 def pytest_collection_modifyitems(config, items):
@@ -42,14 +43,23 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
             f"note: {n} launcher tests deselected; run them with "
             "`bash scripts/slurm_up.sh && pytest -m launchers tests/launchers`"
         )
-    if _slurm_problem:
+    if _missing:
         bar = "!" * 78
         terminalreporter.write_line(bar, red=True, bold=True)
-        terminalreporter.write_line(
-            "SLURM CLUSTER NOT AVAILABLE: the Slurm launcher tests did NOT run.", red=True, bold=True
-        )
-        terminalreporter.write_line(_slurm_problem[0], red=True)
+        terminalreporter.write_line("LAUNCHER TESTS NOT RUN (skipped):", red=True, bold=True)
+        for line in _missing:
+            terminalreporter.write_line(f"  {line}", red=True)
         terminalreporter.write_line(bar, red=True, bold=True)
+
+
+def _unavailable(msg: str):
+    """Skip (fail with NB_REQUIRE_SLURM=1: the cluster and its packages should be there),
+    and remember it for the banner at the end."""
+    if os.environ.get("NB_REQUIRE_SLURM") == "1":
+        pytest.fail(msg)
+    if msg not in _missing:
+        _missing.append(msg)
+    pytest.skip(msg)
 
 
 @pytest.fixture
@@ -76,12 +86,7 @@ def slurm() -> dict:
     down (fails instead with NB_REQUIRE_SLURM=1)."""
     why = slurm_status()
     if why is not None:
-        msg = f"SLURM CLUSTER NOT UP: {why}"
-        if os.environ.get("NB_REQUIRE_SLURM") == "1":
-            pytest.fail(msg)
-        if not _slurm_problem:
-            _slurm_problem.append(msg)
-        pytest.skip(msg)
+        _unavailable(f"SLURM CLUSTER NOT UP: {why}")
     e = dict(os.environ, SLURM_CONF=SLURM_CONF)
     nodes = subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], env=e, capture_output=True,
                            text=True, check=True).stdout.split()
@@ -91,8 +96,12 @@ def slurm() -> dict:
 @pytest.fixture
 def two_nodes(slurm) -> list[str]:
     if len(slurm["nodes"]) < 2:
-        msg = f"the cluster has one node {slurm['nodes']}; start it with scripts/slurm_up.sh --nodes 2"
-        if os.environ.get("NB_REQUIRE_SLURM") == "1":
-            pytest.fail(msg)
-        pytest.skip(msg)
+        _unavailable(f"ONE SLURM NODE {slurm['nodes']}: start it with scripts/slurm_up.sh --nodes 2")
     return slurm["nodes"][:2]
+
+
+@pytest.fixture(scope="session")
+def openmpi() -> None:
+    """Open MPI's mpirun (scripts/slurm_up.sh installs openmpi-bin)."""
+    if not shutil.which("mpirun"):
+        _unavailable("OPEN MPI NOT INSTALLED: no mpirun on PATH (apt-get install openmpi-bin)")

@@ -31,7 +31,7 @@ def mpirun(np: int, *args) -> list[str]:
     return ["mpirun", *MPIRUN_FLAGS, "-np", str(np), *args]
 
 
-def test_mpirun_with_nb_run_id(env, tmp_path):
+def test_mpirun_with_nb_run_id(env, tmp_path, openmpi):
     out = tmp_path / "out"
     env = dict(env, NB_RUN_ID="mpi-run-1")
     run(mpirun(4, "-x", "NB_RUN_ID", "-x", "NB_DIR", *tiny("--name", "mpi", "--steps", "4",
@@ -49,7 +49,7 @@ def test_mpirun_with_nb_run_id(env, tmp_path):
     assert_clean_curve(reader, 4)
 
 
-def test_mpirun_without_run_id_only_rank0_logs(env, tmp_path):
+def test_mpirun_without_run_id_only_rank0_logs(env, tmp_path, openmpi):
     """The documented pitfall: no NB_RUN_ID and no shared job id. Rank 0 picks a random
     id and logs; the other ranks cannot know it and write nothing (never hang)."""
     out = tmp_path / "out"
@@ -64,7 +64,7 @@ def test_mpirun_without_run_id_only_rank0_logs(env, tmp_path):
     assert_clean_curve(reader, 3)
 
 
-def test_sbatch_mpirun_reads_ompi_not_the_lying_slurm_procid(env, tmp_path, slurm):
+def test_sbatch_mpirun_reads_ompi_not_the_lying_slurm_procid(env, tmp_path, slurm, openmpi):
     out = tmp_path / "out"
     job = tmp_path / "job.sh"
     job.write_text(

@@ -44,9 +44,10 @@ def script(path: Path, body: str) -> Path:
 
 @pytest.mark.parametrize("nodes", [1, 2])
 @pytest.mark.parametrize("how", ["srun", "sbatch"])
-def test_ranks_agree_and_each_machine_logs_its_system_metrics(env, tmp_path, slurm, how, nodes):
-    if nodes == 2 and len(slurm["nodes"]) < 2:
-        pytest.skip("the cluster has one node; start it with scripts/slurm_up.sh --nodes 2")
+def test_ranks_agree_and_each_machine_logs_its_system_metrics(env, tmp_path, slurm, request, how,
+                                                             nodes):
+    if nodes == 2:
+        request.getfixturevalue("two_nodes")
     out = tmp_path / "out"
     layout = ["-N", str(nodes), "-n", "4", "--ntasks-per-node", str(4 // nodes)]
     train = tiny("--name", f"{how}{nodes}", "--steps", "4", "--sleep", "0.3", "--out", out)

@@ -84,7 +84,7 @@ def main() -> int:
     p.add_argument("--ckpt-every", type=int, default=1)
     p.add_argument("--crash-at", type=int, default=None,
                    help="in the first attempt, rank --crash-rank raises at this step")
-    p.add_argument("--crash-rank", type=int, default=0)
+    p.add_argument("--crash-rank", type=int, default=0, help="-1: every rank")
     p.add_argument("--sleep", type=float, default=0.0, help="seconds per step")
     p.add_argument("--stop-after", type=int, default=None,
                    help="do at most this many steps in this launch (a time limit)")
@@ -144,7 +144,7 @@ def main() -> int:
     progress = open(os.path.join(args.out, f"progress.a{a}.txt"), "a") if run.rank == 0 else None
     end = args.steps if args.stop_after is None else min(args.steps, start + args.stop_after)
     for step in range(start, end):
-        if args.crash_at is not None and a == 0 and step == args.crash_at and run.rank == args.crash_rank:
+        if args.crash_at is not None and a == 0 and step == args.crash_at and args.crash_rank in (-1, run.rank):
             raise RuntimeError(f"planned crash at step {step} (attempt {a})")
         with run.timer("step", step=step):
             loss = train_step(step)
