@@ -9,20 +9,10 @@ appended, so a live refresh smooths only the new points.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from nblog._live import Series
-from nblog._series import (
-    EmaState,
-    band,
-    ema,
-    minmax_indices,
-    nonfinite,
-    per_step_totals,
-    session_starts,
-)
+from nblog._series import Decimator, EmaState, band, ema, minmax_indices, nonfinite, per_step_totals
 
 from .text import fmt_compact
 from .widgets.plot import FAINT, PALETTE, Fill, Line, PlotSpec
@@ -33,33 +23,100 @@ SMOOTHING = (0.0, 0.3, 0.6, 0.8, 0.9, 0.95, 0.99)
 MAX_MARKERS = 64
 
 
-@dataclass
-class _Smooth:
-    rebuilt: int
-    weight: float
-    n: int
-    values: np.ndarray
-    state: EmaState
+class _Grow:
+    """A float64 array that grows at the end (amortized O(1) appends)."""
+
+    def __init__(self) -> None:
+        self.buf = np.empty(0)
+        self.n = 0
+
+    def extend(self, values: np.ndarray) -> None:
+        need = self.n + len(values)
+        if need > len(self.buf):
+            nb = np.empty(max(need, 2 * len(self.buf), 1024))
+            nb[: self.n] = self.buf[: self.n]
+            self.buf = nb
+        self.buf[self.n : need] = values
+        self.n = need
+
+    @property
+    def values(self) -> np.ndarray:
+        return self.buf[: self.n]
+
+
+class _Curves:
+    """Display state of one series, extended as points are appended: smoothed
+    values, log10 values, one :class:`~nblog._series.Decimator` per curve, where the
+    non-finite values and the session starts are."""
+
+    def __init__(self, rebuilt: int, weight: float, buckets: int):
+        self.rebuilt, self.weight, self.buckets = rebuilt, weight, buckets
+        self.n = 0
+        self.smooth = _Grow()
+        self.state = EmaState()
+        self.logs: dict[str, _Grow] = {}
+        self.dec: dict[tuple[str, bool], Decimator] = {}
+        self.bad: dict[str, list[np.ndarray]] = {"nan": [], "+inf": [], "-inf": []}
+        self.starts: list[int] = []
+        self.nonpos = 0  # finite values <= 0 (not on a log axis)
+
+    def update(self, s: Series) -> None:
+        n0, n = self.n, s.n
+        if n == n0:
+            return
+        new = s.value[n0:n]
+        if self.weight > 0:
+            sm, self.state = ema(new, self.weight, self.state)
+            self.smooth.extend(sm)
+        for curve, g in self.logs.items():
+            g.extend(_log10(self.y(s, curve, False)[n0:n]))
+        self.nonpos += int(np.count_nonzero(np.isfinite(new) & (new <= 0)))
+        for kind, where in nonfinite(new).items():
+            if len(where):
+                self.bad[kind].append(where + n0)
+        sess = s.session
+        lo = max(n0 - 1, 0)
+        self.starts += [lo + 1 + i for i in np.flatnonzero(np.diff(sess[lo:n]) != 0).tolist()]
+        self.n = n
+
+    def y(self, s: Series, curve: str, logy: bool) -> np.ndarray:
+        if logy:
+            g = self.logs.get(curve)
+            if g is None:
+                g = self.logs[curve] = _Grow()
+                g.extend(_log10(self.y(s, curve, False)[: self.n]))
+            return g.values
+        return s.value[: self.n] if curve == "raw" else self.smooth.values
+
+    def indices(self, s: Series, curve: str, logy: bool) -> np.ndarray:
+        d = self.dec.get((curve, logy))
+        if d is None:
+            d = self.dec[(curve, logy)] = Decimator(self.buckets)
+        return d.update(self.y(s, curve, logy))
+
+    def nonfinite(self) -> dict[str, np.ndarray]:
+        return {k: np.concatenate(v) if v else np.zeros(0, np.int64) for k, v in self.bad.items()}
+
+
+def _log10(y: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(y > 0, np.log10(np.where(y > 0, y, 1.0)), np.nan)
 
 
 class Smoother:
-    """Smoothed values per series, extended incrementally. Not thread-safe: use it
-    from the one worker that prepares plots."""
+    """Per series display state (:class:`_Curves`), extended incrementally; rebuilt
+    when the series was rebuilt or the smoothing or the width changed. Not
+    thread-safe: used by the one worker that prepares plots at a time."""
 
     def __init__(self) -> None:
-        self._cache: dict[int, _Smooth] = {}
+        self._cache: dict[int, _Curves] = {}
 
-    def get(self, s: Series, weight: float) -> np.ndarray:
+    def curves(self, s: Series, weight: float, buckets: int) -> _Curves:
         c = self._cache.get(id(s))
-        if c is None or c.rebuilt != s.rebuilt or c.weight != weight or c.n > s.n:
-            vals, st = ema(s.value, weight)
-            self._cache[id(s)] = _Smooth(s.rebuilt, weight, s.n, vals, st)
-            return vals
-        if c.n < s.n:
-            new, st = ema(s.value[c.n :], weight, c.state)
-            c.values = np.concatenate([c.values, new])
-            c.n, c.state = s.n, st
-        return c.values
+        if c is None or c.rebuilt != s.rebuilt or c.weight != weight or c.buckets != buckets or c.n > s.n:
+            c = self._cache[id(s)] = _Curves(s.rebuilt, weight, buckets)
+        c.update(s)
+        return c
 
     def keep(self, series: list[Series]) -> None:
         ids = {id(s) for s in series}
@@ -73,6 +130,12 @@ def _thin(idx: np.ndarray, limit: int) -> np.ndarray:
     return idx[np.linspace(0, len(idx) - 1, limit).astype(np.int64)]
 
 
+def _x(s: Series, axis: str, idx) -> np.ndarray:
+    if axis == "step":
+        return s.step[idx].astype(np.float64)
+    return (s.wall if axis == "wall" else s.active)[idx]
+
+
 def scalar_spec(
     title: str,
     entries: list[tuple[str, Series]],
@@ -83,37 +146,31 @@ def scalar_spec(
     buckets: int,
     smoother: Smoother,
 ) -> PlotSpec:
-    """One plot of one tag: a line per (label, series) — several runs overlaid, or one."""
+    """One plot of one tag: a line per (label, series) — several runs overlaid, or one.
+    Work per call is proportional to the points appended since the previous call."""
     spec = PlotSpec(title=title, axis=axis, logy=logy)
     total = shown = 0
     dropped_nonpos = 0
     for i, (label, s) in enumerate(entries):
         if not len(s):
             continue
+        c = smoother.curves(s, smoothing, buckets)
         color = PALETTE[i % len(PALETTE)]
-        x = s.x(axis)
-        raw = s.value
-        curves = [(raw, smoothing > 0)]
-        if smoothing > 0:
-            curves.append((smoother.get(s, smoothing), False))
-        for y, faint in curves:
-            yy = y
-            if logy:
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    pos = yy > 0
-                    if not faint:
-                        dropped_nonpos += int((np.isfinite(yy) & ~pos).sum()) if y is raw else 0
-                    yy = np.where(pos, np.log10(np.where(pos, yy, 1.0)), np.nan)
-            idx = minmax_indices(yy, buckets)
-            spec.lines.append(Line(x[idx], yy[idx], color=color, faint=faint, label="" if faint else label))
-            if y is raw:
-                total += len(y)
+        curves = [("raw", smoothing > 0)] + ([("smooth", False)] if smoothing > 0 else [])
+        for curve, faint in curves:
+            idx = c.indices(s, curve, logy)
+            y = c.y(s, curve, logy)
+            spec.lines.append(Line(_x(s, axis, idx), y[idx], color=color, faint=faint,
+                                   label="" if faint else label))
+            if curve == "raw":
+                total += c.n
                 shown += len(idx)
-        bad = nonfinite(raw)
-        for kind, where in bad.items():
+        if logy:
+            dropped_nonpos += c.nonpos
+        for kind, where in c.nonfinite().items():
             for j in _thin(where, MAX_MARKERS):
-                spec.markers.append((float(x[j]), kind))
-        spec.vlines.extend(v for _s, v in session_starts(s.session, x))
+                spec.markers.append((float(_x(s, axis, j)), kind))
+        spec.vlines.extend(float(_x(s, axis, j)) for j in c.starts)
     if total == 0:
         spec.message = "no points yet" if entries else "no series"
         return spec

@@ -49,7 +49,8 @@ def test_minmax_keeps_spikes_and_bounds_the_count():
     y[876_543] = -50.0
     y[5] = np.nan
     idx = minmax_indices(y, 400)
-    assert len(idx) <= 800 and np.all(np.diff(idx) > 0)
+    assert len(idx) <= 802 and np.all(np.diff(idx) > 0)
+    assert idx[0] == 0 and idx[-1] == len(y) - 1
     assert 123_457 in idx and 876_543 in idx
     assert not np.isnan(y[idx]).any()
     small = np.array([1.0, np.nan, 3.0])
@@ -84,3 +85,22 @@ def test_import_nblog_does_not_load_them():
     code = "import sys, nblog; print([m for m in ('nblog._series', 'nblog._live', 'numpy') if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_decimator_incremental_equals_fresh():
+    from nblog._series import Decimator
+
+    rng = np.random.default_rng(0)
+    y = rng.normal(size=100_000)
+    y[rng.integers(0, len(y), 500)] = np.nan
+    d = Decimator(100)
+    n = 0
+    for step in (1, 5, 100, 1000, 3, 50_000, 7, 48_884):
+        n = min(len(y), n + step)
+        got = d.update(y[:n])
+        np.testing.assert_array_equal(got, Decimator(100).update(y[:n]))
+        finite = np.flatnonzero(np.isfinite(y[:n]))
+        for i in (np.nanargmin(y[:n]), np.nanargmax(y[:n]), finite[0], finite[-1]):
+            assert i in got
+        assert len(got) <= 4 * 100 + 2
+    assert len(Decimator(10).update(np.array([np.nan, np.nan]))) == 0
