@@ -6,11 +6,13 @@
 # tests/launchers`, and stops the cluster afterwards whatever happened (trap). If the
 # cluster cannot start (not root, no apt, daemons refused), it says so loudly: the
 # Slurm tests are skipped with a banner, the torchrun and Open MPI tests still run.
-# Arguments go to pytest. NB_VENV picks the venv (default .venv).
+# Arguments go to pytest. NB_VENV picks the venv (default .venv), made ready by
+# scripts/install.sh first.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 venv=${NB_VENV:-.venv}
 t0=$(date +%s)
+bash scripts/install.sh || exit 1   # the venv, as scripts/test.sh makes it (quick when ready)
 
 banner() {
   printf '%s\n' "################################################################################" \
