@@ -180,8 +180,9 @@ class RunReader:
         out = []
         for s, lf in files:
             pts = lf.points()
-            kinds = self._kinds(lf)
-            nonsys = pts[kinds[pts["tag"]] != F.KIND_SYSTEM] if len(pts) else pts
+            kinds = self._kinds(lf)  # 255: no definition read (records not readable)
+            k = kinds[np.minimum(pts["tag"], len(kinds) - 1)]
+            nonsys = pts[(pts["tag"] < len(kinds)) & (k != F.KIND_SYSTEM) & (k != 255)] if len(pts) else pts
             t = thresholds[s]
             hidden = int((nonsys["step"] >= t).sum()) if t is not None and len(nonsys) else 0
             if t is not None:

@@ -201,7 +201,15 @@ class Writer:
             for tid, kind, _ in defs:
                 if kind == F.KIND_SYSTEM:
                     self._system_tids.add(tid)
-            wrote |= self._write(F.frame(F.FRAME_TAGS, F.encode_tag_defs(defs)), "tags")
+            if not self._write(F.frame(F.FRAME_TAGS, F.encode_tag_defs(defs)), "tags"):
+                # A record never goes before its tag's definition: keep the definitions
+                # for the next drain, drop (and count) what this drain would have written.
+                self.tag_defs[:0] = defs
+                dropped = n_points // F.POINT_SIZE + n_text + n_media
+                del self.points[:n_points], self.texts[:n_text], self.media[:n_media]
+                self.dropped["write_error"] += dropped
+                return wrote
+            wrote = True
         while n_points > 0:
             take = min(n_points, _CHUNK)
             chunk = bytes(self.points[:take])
