@@ -74,6 +74,7 @@ TEXT_HEAD = struct.Struct("<qIII")  # step, tag id, ms, text length in bytes
 MEDIA_HEAD = struct.Struct("<qIIQQI")  # step, tag id, ms, pack offset, blob length, meta length
 
 MAX_TAG_CHARS = 1024  # longer tags are refused (warned, skipped, counted)
+MAX_TAG_ID = 1 << 20  # distinct tags per session; a definition of a larger id is corrupt
 
 
 def file_header() -> bytes:
@@ -105,7 +106,8 @@ def encode_tag_defs(defs: list[tuple[int, int, str]]) -> bytes:
 
 
 def decode_tag_defs(payload: bytes) -> list[tuple[int, int, str]]:
-    """Decode a TAGS payload; raises ``ValueError`` when it is malformed."""
+    """Decode a TAGS payload; raises ``ValueError`` when it is malformed (a name that
+    is not UTF-8, an id of ``MAX_TAG_ID`` or more: readers size tables by ids)."""
     defs = []
     pos, end = 0, len(payload)
     size = TAG_DEF.size
@@ -116,7 +118,9 @@ def decode_tag_defs(payload: bytes) -> list[tuple[int, int, str]]:
         pos += size
         if pos + n > end:
             raise ValueError("tag name runs past the frame")
-        defs.append((tid, kind, payload[pos : pos + n].decode("utf-8", "surrogatepass")))
+        if tid >= MAX_TAG_ID:
+            raise ValueError(f"tag id {tid} is out of range")
+        defs.append((tid, kind, payload[pos : pos + n].decode("utf-8")))
         pos += n
     return defs
 
@@ -143,9 +147,27 @@ def decode_texts(payload: bytes) -> list[tuple[int, int, int, str]]:
         pos += size
         if pos + n > end:
             raise ValueError("text runs past the frame")
-        items.append((step, tid, ms, payload[pos : pos + n].decode("utf-8", "surrogatepass")))
+        items.append((step, tid, ms, payload[pos : pos + n].decode("utf-8")))
         pos += n
     return items
+
+
+def loads_json(raw: bytes | bytearray | memoryview) -> object:
+    """``json.loads`` for bytes read from a file, which may be hostile: raises
+    ``ValueError`` (never ``RecursionError``) for nesting too deep to decode, and for
+    a lone surrogate escaped as ``\\udXXX``, which no UTF-8 text (and no Polars
+    string) can hold."""
+    data = bytes(raw)
+    try:
+        obj = json.loads(data)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
+    if b"\\ud" in data or b"\\uD" in data:  # escaped surrogates: pairs are fine, lone ones are not
+        try:
+            json.dumps(obj, ensure_ascii=False).encode("utf-8")
+        except RecursionError:
+            raise ValueError("JSON nested too deeply") from None
+    return obj
 
 
 def encode_media(items: list[tuple[int, int, int, int, int, dict]]) -> bytes:
@@ -170,7 +192,9 @@ def decode_media(payload: bytes) -> list[tuple[int, int, int, int, int, dict]]:
         pos += size
         if pos + n > end:
             raise ValueError("media metadata runs past the frame")
-        meta = json.loads(payload[pos : pos + n])
+        if offset >= 1 << 63 or length >= 1 << 63:  # no file holds that much
+            raise ValueError("media reference out of range")
+        meta = loads_json(payload[pos : pos + n])
         if not isinstance(meta, dict):
             raise ValueError("media metadata is not an object")
         items.append((step, tid, ms, offset, length, meta))

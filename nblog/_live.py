@@ -73,7 +73,7 @@ class Series:
         need = self.n + k
         cap = len(self._buf["step"])
         if need > cap:
-            new_cap = max(need, cap * 2, 256)
+            new_cap = max(need + need // 4, cap + cap // 4, 256)  # headroom: live appends don't copy
             for name, dt in self._FIELDS:
                 nb = np.empty(new_cap, dt)
                 nb[: self.n] = self._buf[name][: self.n]
@@ -265,7 +265,8 @@ class LiveRun:
                     idx = np.flatnonzero(t == only)
                     g = None
                 else:
-                    g = lut[np.minimum(t, len(lut) - 1)]
+                    # an id past the table has no definition: never another tag's point
+                    g = np.where(t < len(lut), lut[np.minimum(t, len(lut) - 1)], -1)
                     idx = np.flatnonzero(g >= 0)
                 if not len(idx):
                     continue

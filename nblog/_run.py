@@ -446,6 +446,10 @@ class Run:
         tid = table.get(tag)
         if tid is None:
             tid = self._next_tid()
+            if tid >= F.MAX_TAG_ID:  # readers size tables by tag ids: a bound keeps them small
+                self._reject("bad_tag", "<new tags>",  # one warning per call site, not per tag
+                             f"more than {F.MAX_TAG_ID} distinct tags in one session; new tags are refused")
+                return None
             self._tag_defs.append((tid, kind, tag))
             table[tag] = tid
         return tid

@@ -133,7 +133,7 @@ def read_run_json(run_dir: str) -> dict | None:
     try:
         with open(os.path.join(run_dir, RUN_JSON), encoding="utf-8") as f:
             data = json.load(f)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # RecursionError: nesting too deep (hostile)
         return None
     return data if isinstance(data, dict) else None
 
