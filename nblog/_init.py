@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import time
 from collections.abc import Mapping
@@ -215,7 +216,7 @@ def _open_rank0(project, name, rid, how, job_id, job_source, project_dir, ranks,
     except OSError as err:
         raise type(err)(err.errno, f"nblog: cannot create the project folder {project_dir}: {err.strerror}") from None
     if not os.access(project_dir, os.W_OK | os.X_OK):
-        raise PermissionError(f"nblog: the project folder {project_dir} is not writable")
+        raise PermissionError(f"nblog: the project folder {project_dir} is not writable ({_why_unwritable(project_dir)})")
     for _attempt in range(100):
         run_dir = os.path.join(project_dir, rid)
         exists = os.path.isdir(run_dir)
@@ -228,6 +229,8 @@ def _open_rank0(project, name, rid, how, job_id, job_source, project_dir, ranks,
                 os.mkdir(run_dir)
                 break
             except FileExistsError:
+                if not os.path.isdir(run_dir):  # a file (or a link to one) where the folder goes
+                    raise NotADirectoryError(errno.ENOTDIR, f"nblog: {run_dir} exists and is not a folder") from None
                 exists = True
             except OSError as err:
                 raise type(err)(err.errno, f"nblog: cannot create the run folder {run_dir}: {err.strerror}") from None
@@ -293,6 +296,16 @@ def _open_rank0(project, name, rid, how, job_id, job_source, project_dir, ranks,
     except OSError as err:
         raise type(err)(err.errno, f"nblog: cannot write {runfile.path}: {err.strerror}") from None
     return run
+
+
+def _why_unwritable(path: str) -> str:
+    """The likely reason ``os.access`` refused to write in ``path``."""
+    try:
+        if os.statvfs(path).f_flag & os.ST_RDONLY:
+            return "read-only file system"
+    except (OSError, AttributeError):
+        pass
+    return "permission denied: check its owner, mode and attributes"
 
 
 def _make_run(project, name, rid, run_dir, ranks: RankInfo, runfile: RunFile | None, config,
