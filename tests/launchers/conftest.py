@@ -1,7 +1,9 @@
 """The launcher suite: nb under the real torchrun, mpirun and Slurm (issue 7).
 
 Every test here is marked ``launchers`` and is left out of a plain ``pytest`` run
-(deselected, with a note in the summary); select it with::
+(deselected, with a note in the summary). ``bash scripts/test_launchers.sh`` runs it
+(``.ci/run`` does): it starts the cluster, runs ``pytest -m launchers tests/launchers`` and
+stops the cluster. By hand::
 
     bash scripts/slurm_up.sh                       # a private 2-node cluster (root)
     pytest -m launchers tests/launchers
@@ -40,8 +42,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     n = getattr(config, "_nb_launchers_deselected", 0)
     if n:
         terminalreporter.write_line(
-            f"note: {n} launcher tests deselected; run them with "
-            "`bash scripts/slurm_up.sh && pytest -m launchers tests/launchers`"
+            f"note: {n} launcher tests deselected; run them with `bash scripts/test_launchers.sh` "
+            "(starts and stops the Slurm cluster; or `-m launchers` with it up)"
         )
     if _missing:
         bar = "!" * 78
