@@ -19,7 +19,7 @@ from nblog import AmbiguousRunError, FormatVersionError, NbError, RunNotFoundErr
 
 from . import __version__
 from ._output import error
-from .commands import export, ls, resume_id, show, tail, timers, tui
+from .commands import export, ls, media, resume_id, show, tail, timers, tui
 
 
 def _hint(exc: BaseException) -> tuple[str, list[str], str | None]:
@@ -109,7 +109,7 @@ def _root(
     """
 
 
-for _module in (ls, show, tail, export, timers, resume_id, tui):
+for _module in (ls, show, tail, export, timers, resume_id, media, tui):
     _module.register(app)
 
 

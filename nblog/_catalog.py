@@ -143,9 +143,13 @@ def _summary(run_dir: str, now: float, stale_after: float, only_runs: bool) -> d
         if not isinstance(start, (int, float)):
             continue
         end = s.get("end")
-        if not isinstance(end, (int, float)):
-            end = last_write if i == len(sessions) - 1 else (s.get("updated") or start)
-        duration += max(0.0, float(end) - float(start))
+        active = s.get("duration_s")  # monotonic, recorded at the end: immune to clock jumps
+        if isinstance(end, (int, float)) and isinstance(active, (int, float)) and not isinstance(active, bool):
+            duration += max(0.0, float(active))
+        else:
+            if not isinstance(end, (int, float)):
+                end = last_write if i == len(sessions) - 1 else (s.get("updated") or start)
+            duration += max(0.0, float(end) - float(start))
         if isinstance(s.get("last_step"), int):
             last_step = s["last_step"]
     return {

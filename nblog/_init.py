@@ -367,7 +367,8 @@ def _make_run(project, name, rid, run_dir, ranks: RankInfo, runfile: RunFile | N
         def finalize(status: str, reason: str | None, _s=run.session) -> None:
             try:
                 runfile.update_session(
-                    _s, status=status, end=time.time(), end_reason=reason, last_step=run._step
+                    _s, status=status, end=time.time(), end_reason=reason, last_step=run._step,
+                    duration_s=round((time.monotonic_ns() - run._t0) / 1e9, 3),
                 )
             except OSError as err:
                 log.warning("nblog: cannot update %s: %s", runfile.path, err)

@@ -415,6 +415,55 @@ class RunReader:
             rows.pop("hidden")
         return pl.DataFrame(rows, schema=schema)
 
+    # -- media (implementation in _media_read) -------------------------------------------
+
+    def media(
+        self,
+        tag: str | Iterable[str] | None = None,
+        *,
+        rank: int = 0,
+        kind: str | None = None,
+        include_hidden: bool = False,
+    ) -> pl.DataFrame:
+        """Media records, without their bytes: columns rank, session, step, tag, kind
+        ("image", "histogram", "audio"), format ("png", "jpeg", "wav", "histogram"),
+        wall_time, offset, length (of the blob in ``media.r<rank>.pack``), width,
+        height, channels, sample_rate, bins, caption (null where a kind has none) and
+        meta (all metadata as a JSON string); plus hidden with ``include_hidden=True``.
+        Schema: ``nblog._media_read.MEDIA_SCHEMA``. Reads no media bytes."""
+        from ._media_read import media_frame
+
+        return media_frame(self, tag, rank, kind, include_hidden)
+
+    def media_bytes(self, record) -> bytes:
+        """The stored bytes of one media record (a row of :meth:`media` as a dict, or a
+        one-row frame): a PNG, JPEG or WAV file, or a histogram blob.
+
+        Raises:
+            BlobError: the blob is missing or fails its checksum (never wrong bytes).
+            OSError: the media pack cannot be read.
+        """
+        from ._media_read import media_bytes
+
+        return media_bytes(self, record)
+
+    def image(self, record):
+        """The image of one record of kind "image" as a loaded ``PIL.Image.Image``."""
+        from ._media_read import image
+
+        return image(self, record)
+
+    def histograms(
+        self, tag: str | Iterable[str] | None = None, *, rank: int = 0, include_hidden: bool = False
+    ) -> pl.DataFrame:
+        """Histograms, one row per (record, bin): rank, session, step, tag, wall_time,
+        bin, bin_left, bin_right, count, then the record's statistics num (finite
+        values), min, max, sum, sum_squares, nan, pos_inf, neg_inf; plus hidden with
+        ``include_hidden=True``. Schema: ``nblog._media_read.HISTOGRAM_SCHEMA``."""
+        from ._media_read import histograms
+
+        return histograms(self, tag, rank, include_hidden)
+
     # -- machines and system metrics ----------------------------------------------------
 
     def machines(self) -> list[dict]:

@@ -19,6 +19,7 @@ from functools import wraps
 from . import _format as F
 from . import _log as log
 from ._errors import StrictModeError
+from ._media import MediaMixin, MediaSink
 from ._writer import Writer
 
 _mono_ns = time.monotonic_ns
@@ -111,7 +112,7 @@ class Timer:
         return timed
 
 
-class Run:
+class Run(MediaMixin):
     """One process's handle on a run; returned by :func:`nblog.init`.
 
     Attributes:
@@ -164,7 +165,9 @@ class Run:
         self._points = bytearray()
         self._texts: list = []
         self._media: list = []
-        self._media_sink = None  # set by the media support: encodes in the writer thread
+        self._media_tids: dict[str, int] = {}
+        # encodes media and writes the media pack, in the writer thread
+        self._media_sink = MediaSink(self) if is_logging and run_dir is not None and make_writer is not None else None
         self._tag_defs: list = []
         self._next_tid = itertools.count().__next__
         self._tids: dict[str, int] = {}
@@ -181,6 +184,7 @@ class Run:
             else:
                 self.add_scalar = _noop
             self.add_text = _noop
+            self._bind_media_noops(_noop)
         if make_writer is None:
             self.timer = lambda *a, **k: _NO_TIMER
 
@@ -388,6 +392,7 @@ class Run:
     def _disable(self) -> None:
         self.add_scalar = _noop
         self.add_text = _noop
+        self._bind_media_noops(_noop)
         self.timer = lambda *a, **k: _NO_TIMER
 
     def _forked(self) -> None:

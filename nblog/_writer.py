@@ -24,6 +24,7 @@ from . import _log as log
 
 _CHUNK = (1 << 20) // F.POINT_SIZE * F.POINT_SIZE  # points per frame: at most 1 MiB
 _MAX_BACKLOG = 256 << 20  # bytes of points kept in memory while the disk lags
+_MEDIA_CHUNK = 8  # media items encoded per MEDIA frame
 
 
 def create_exclusive(path: str, mode: int = 0o666) -> int:
@@ -228,16 +229,19 @@ class Writer:
             if not self._write(F.frame(F.FRAME_TEXT, F.encode_texts(items)), "text"):
                 self.dropped["write_error"] += len(items)
             wrote = True
-        if n_media:
-            items = self.media[:n_media]
-            del self.media[:n_media]
+        while n_media > 0:  # a few at a time: each blob's reference follows it soon
+            take = min(n_media, _MEDIA_CHUNK)
+            items = self.media[:take]
+            del self.media[:take]
+            n_media -= take
             if self._media_sink is not None:  # encode and store blobs, here in this thread
-                items = self._media_sink(items)
-            if not self._first_step_known:
-                self._first_step(items[0][0])
-            if not self._write(F.frame(F.FRAME_MEDIA, F.encode_media(items)), "media"):
-                self.dropped["write_error"] += len(items)
-            wrote = True
+                items = self._media_sink(items)  # may be fewer (bad or unwritable media)
+            if items:
+                if not self._first_step_known:
+                    self._first_step(items[0][0])
+                if not self._write(F.frame(F.FRAME_MEDIA, F.encode_media(items)), "media"):
+                    self.dropped["write_error"] += len(items)
+                wrote = True
         return wrote
 
     def _find_first_step_in_points(self, chunk: bytes) -> None:

@@ -1,0 +1,220 @@
+"""Reading media back: reference frames, verified blobs, images, histograms.
+
+The event logs hold references (step, tag, offset, length, metadata); the bytes stay
+in ``media.r<rank>.pack`` until asked for, and each blob read is checked against its
+reference and both checksums (``_pack.read_blob``). The hiding rule of SPEC §4 applies
+to media as to scalars: per rank, a record of session *s* at a step ≥ the first step
+of a later session of that rank is hidden unless ``include_hidden=True``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from collections.abc import Iterable, Mapping
+
+import numpy as np
+import polars as pl
+
+from . import _format as F
+from . import _pack as P
+from ._media_encode import decode_histogram
+
+#: Columns of :meth:`RunReader.media` frames (``hidden`` added with include_hidden).
+MEDIA_SCHEMA = {
+    "rank": pl.Int32,
+    "session": pl.Int32,
+    "step": pl.Int64,
+    "tag": pl.String,
+    "kind": pl.String,  # "image", "histogram" or "audio"
+    "format": pl.String,  # "png", "jpeg", "wav" or "histogram" (the blob's encoding)
+    "wall_time": pl.Float64,  # unix seconds
+    "offset": pl.Int64,  # of the blob's payload in media.r<rank>.pack
+    "length": pl.Int64,  # bytes
+    "width": pl.Int32,  # images: pixels (null for other kinds)
+    "height": pl.Int32,
+    "channels": pl.Int32,  # images and audio
+    "sample_rate": pl.Int32,  # audio: Hz
+    "bins": pl.Int32,  # histograms
+    "caption": pl.String,
+    "meta": pl.String,  # the whole metadata object as JSON
+}
+#: Columns of :meth:`RunReader.histograms` frames: one row per (record, bin).
+HISTOGRAM_SCHEMA = {
+    "rank": pl.Int32,
+    "session": pl.Int32,
+    "step": pl.Int64,
+    "tag": pl.String,
+    "wall_time": pl.Float64,
+    "bin": pl.Int32,  # 0 .. bins-1
+    "bin_left": pl.Float64,
+    "bin_right": pl.Float64,  # the last bin includes its right edge (numpy.histogram)
+    "count": pl.Int64,
+    "num": pl.Int64,  # finite values (with explicit edges, some may be in no bin)
+    "min": pl.Float64,  # of the finite values (null when none)
+    "max": pl.Float64,
+    "sum": pl.Float64,
+    "sum_squares": pl.Float64,
+    "nan": pl.Int64,  # values counted apart, never binned
+    "pos_inf": pl.Int64,
+    "neg_inf": pl.Int64,
+}
+_META_COLUMNS = ("width", "height", "channels", "sample_rate", "bins", "caption")
+_STAT_COLUMNS = ("num", "min", "max", "sum", "sum_squares", "nan", "pos_inf", "neg_inf")
+
+
+def _wanted(tags: str | Iterable[str] | None) -> set[str] | None:
+    if tags is None:
+        return None
+    if isinstance(tags, str):
+        return {tags}
+    return set(tags)
+
+
+def records(reader, tags, rank: int, kind: str | None, include_hidden: bool):
+    """Yield ``(session, step, name, wall_time, offset, length, meta, hidden)``."""
+    wanted = _wanted(tags)
+    files = reader._rank_files(rank)
+    thresholds = reader._thresholds(files)
+    for s, lf in files:
+        t = thresholds[s]
+        wall0 = float(lf.header.get("wall_start") or 0.0)
+        for step, tid, ms, offset, length, meta in lf.media:
+            tkind, name = lf.tags.get(tid, (None, None))
+            if tkind != F.KIND_MEDIA or (wanted is not None and name not in wanted):
+                continue
+            if kind is not None and meta.get("kind") != kind:
+                continue
+            hidden = t is not None and step >= t
+            if hidden and not include_hidden:
+                continue
+            yield s, step, name, wall0 + ms / 1000.0, offset, length, meta, hidden
+
+
+def media_frame(reader, tags, rank: int, kind: str | None, include_hidden: bool) -> pl.DataFrame:
+    """The frame of :meth:`RunReader.media`."""
+    rows: dict[str, list] = {k: [] for k in (*MEDIA_SCHEMA, "hidden")}
+    for s, step, name, wall, offset, length, meta, hidden in records(reader, tags, rank, kind, include_hidden):
+        rows["rank"].append(rank)
+        rows["session"].append(s)
+        rows["step"].append(step)
+        rows["tag"].append(name)
+        rows["kind"].append(_str(meta.get("kind")))
+        rows["format"].append(_str(meta.get("format")))
+        rows["wall_time"].append(wall)
+        rows["offset"].append(offset)
+        rows["length"].append(length)
+        for col in _META_COLUMNS:
+            v = meta.get(col)
+            rows[col].append(_str(v) if col == "caption" else _int(v))
+        rows["meta"].append(json.dumps(meta, separators=(",", ":")))
+        rows["hidden"].append(hidden)
+    schema = dict(MEDIA_SCHEMA)
+    if include_hidden:
+        schema["hidden"] = pl.Boolean
+    else:
+        rows.pop("hidden")
+    return pl.DataFrame(rows, schema=schema)
+
+
+def _int(v) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) and -(1 << 31) <= v < (1 << 31) else None
+
+
+def _str(v) -> str | None:
+    return v if isinstance(v, str) else None
+
+
+def _field(record, name: str):
+    if isinstance(record, pl.DataFrame):
+        if len(record) != 1:
+            raise ValueError(f"a media record is one row; this frame has {len(record)}")
+        return record[name][0]
+    if isinstance(record, Mapping):
+        return record[name]
+    raise TypeError(f"a media record is a row dict or a one-row frame, got {type(record).__name__}")
+
+
+def pack_path(reader, rank: int) -> str:
+    return os.path.join(reader.dir, P.pack_file_name(rank))
+
+
+def media_bytes(reader, record) -> bytes:
+    """The verified blob of one record (a row of :meth:`RunReader.media`)."""
+    rank = int(_field(record, "rank"))
+    path = pack_path(reader, rank)
+    with open(path, "rb") as f:
+        return P.read_blob(f, int(_field(record, "offset")), int(_field(record, "length")), path)[1]
+
+
+def iter_bytes(reader, frame: pl.DataFrame):
+    """Yield ``(row dict, verified bytes)`` for each row of a media frame, opening
+    each rank's pack once."""
+    handles: dict[int, object] = {}
+    try:
+        for row in frame.iter_rows(named=True):
+            rank = int(row["rank"])
+            if rank not in handles:
+                handles[rank] = open(pack_path(reader, rank), "rb")
+            yield row, P.read_blob(handles[rank], int(row["offset"]), int(row["length"]), pack_path(reader, rank))[1]
+    finally:
+        for f in handles.values():
+            f.close()
+
+
+def image(reader, record):
+    """The image of one record as a loaded ``PIL.Image.Image``."""
+    from PIL import Image
+
+    kind = _field(record, "kind")
+    if kind != "image":
+        raise ValueError(f"record is {kind!r} media, not an image")
+    img = Image.open(io.BytesIO(media_bytes(reader, record)))
+    img.load()
+    return img
+
+
+def histograms(reader, tags, rank: int, include_hidden: bool) -> pl.DataFrame:
+    """The frame of :meth:`RunReader.histograms`."""
+    schema = dict(HISTOGRAM_SCHEMA)
+    if include_hidden:
+        schema["hidden"] = pl.Boolean
+    found = list(records(reader, tags, rank, "histogram", include_hidden))
+    if not found:
+        return pl.DataFrame(schema=schema)
+    path = pack_path(reader, rank)
+    record, edges_l, edges_r, counts = [], [], [], []
+    with open(path, "rb") as f:
+        for i, (_s, _step, _name, _wall, offset, length, _meta, _hidden) in enumerate(found):
+            edges, c = decode_histogram(P.read_blob(f, offset, length, path)[1])
+            record.append(np.full(len(c), i, np.int64))
+            edges_l.append(edges[:-1])
+            edges_r.append(edges[1:])
+            counts.append(c)
+    rec = np.concatenate(record)
+    starts = np.concatenate([[0], np.cumsum([len(c) for c in counts])[:-1]])
+    per_record = pl.DataFrame(
+        {
+            "rank": [rank] * len(found),
+            "session": [x[0] for x in found],
+            "step": [x[1] for x in found],
+            "tag": [x[2] for x in found],
+            "wall_time": [x[3] for x in found],
+            **{k: [x[6].get(k) for x in found] for k in _STAT_COLUMNS},
+            "hidden": [x[7] for x in found],
+        },
+        schema={**{k: schema[k] for k in HISTOGRAM_SCHEMA if k not in ("bin", "bin_left", "bin_right", "count")},
+                "hidden": pl.Boolean},
+        strict=False,
+    )
+    bins = pl.DataFrame(
+        {
+            "bin": (np.arange(len(rec)) - starts[rec]).astype(np.int32),
+            "bin_left": np.concatenate(edges_l),
+            "bin_right": np.concatenate(edges_r),
+            "count": np.concatenate(counts),
+        }
+    )
+    out = pl.concat([per_record.select(pl.all().gather(pl.Series(rec))), bins], how="horizontal")
+    return out.select(list(schema))
