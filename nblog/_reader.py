@@ -20,7 +20,7 @@ import polars as pl
 
 from . import _format as F
 from ._catalog import resolve_run
-from ._logfile import LogFile, read_header
+from ._logfile import LogFile, _unwrap, read_header
 from ._runfile import parse_event_file_name, read_run_json
 
 #: Columns of :meth:`RunReader.scalars` and :meth:`RunReader.timers` frames.
@@ -61,6 +61,15 @@ def _as_tags(tags: str | Iterable[str] | None) -> set[str] | None:
     if isinstance(tags, str):
         return {tags}
     return set(tags)
+
+
+def _poll_all(lf: LogFile) -> None:
+    """Poll ``lf`` until it has read everything there is (one poll reads at most 1 GiB)."""
+    while True:
+        before = lf.offset
+        lf.poll()
+        if lf.offset == before or lf.size - lf.offset <= lf.pending_bytes:
+            return
 
 
 class RunReader:
@@ -139,13 +148,37 @@ class RunReader:
             changed |= (lf.offset, len(lf.tags)) != before
         return changed
 
+    def _load(self, ranks: list[int]) -> None:
+        """Read the files of every rank in ``ranks`` not loaded yet, several at a time:
+        reading and checksumming release the GIL, so files load in parallel."""
+        todo = [r for r in ranks if r not in self._loaded_ranks]
+        if len(todo) < 2:
+            return
+        new = []
+        for (r, s), path in sorted(self._listing().items()):
+            if r in todo and (r, s) not in self._files:
+                lf = LogFile(path)
+                self._files[(r, s)] = lf
+                new.append(lf)
+        self._loaded_ranks.update(todo)
+        workers = min(len(new), os.cpu_count() or 1, 8)
+        if workers < 2:
+            for lf in new:
+                _poll_all(lf)
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(workers, thread_name_prefix="nblog-read") as pool:
+            for _ in pool.map(_poll_all, new):
+                pass
+
     def _rank_files(self, rank: int) -> list[tuple[int, LogFile]]:
         if rank not in self._loaded_ranks:
             self._loaded_ranks.add(rank)
             for (r, s), path in sorted(self._listing().items()):
                 if r == rank and (r, s) not in self._files:
                     lf = LogFile(path)
-                    lf.poll()
+                    _poll_all(lf)
                     self._files[(r, s)] = lf
         return sorted((s, lf) for (r, s), lf in self._files.items() if r == rank)
 
@@ -233,11 +266,16 @@ class RunReader:
         return kinds
 
     def _point_frame(self, kind: int, tags, rank: int, all_ranks: bool, include_hidden: bool) -> pl.DataFrame:
-        """Points of ``kind`` as a frame. Two passes: pick each file's records, then copy
-        them once into preallocated columns that Polars takes over without a copy (no
-        per-file pieces concatenated, no structured-array copies)."""
+        """Points of ``kind`` as a frame, decoded straight from the bytes read.
+
+        Two passes over each file's POINTS payloads (numpy views, no copies): pick the
+        records, then copy them once into preallocated columns that Polars takes over
+        without a copy. No per-file pieces are concatenated and no intermediate
+        structured arrays are made.
+        """
         wanted = _as_tags(tags)
         ranks = self.ranks() if all_ranks else [rank]
+        self._load(ranks)
         names: list[str] = []
         name_index: dict[str, int] = {}
         plan = []
@@ -246,8 +284,8 @@ class RunReader:
             thresholds = self._thresholds(files)
             offsets = self._offsets(files)
             for s, lf in files:
-                pts = lf.points()
-                if not len(pts):
+                chunks = lf.point_chunks()
+                if not chunks:
                     continue
                 # per-file tag id → global name index (-1: not wanted, other kind, unknown)
                 remap = np.full(max(lf.tags, default=-1) + 1, -1, dtype=np.int32)
@@ -259,21 +297,26 @@ class RunReader:
                         remap[tid] = name_index[name]
                 if not (remap >= 0).any():
                     continue
-                tid = pts["tag"]
-                if remap.min() >= 0 and int(tid.max()) < len(remap):
-                    mask = None  # every record of this file is wanted: no selection
-                else:
-                    mask = tid < len(remap)
-                    mask[mask] = remap[tid[mask]] >= 0
+                every = bool(remap.min() >= 0)  # every tag of the file is wanted
                 t = thresholds[s] if kind != F.KIND_SYSTEM else None
-                hidden = (pts["step"] >= t) if t is not None else None
-                if hidden is not None and not include_hidden:
-                    mask = ~hidden if mask is None else mask & ~hidden
-                n = len(pts) if mask is None else int(np.count_nonzero(mask))
-                if n:
+                picks = []
+                for raw in chunks:
+                    tid = raw["tag"]
+                    if every and int(tid.max(initial=0)) < len(remap):
+                        mask = None
+                    else:
+                        mask = tid < len(remap)
+                        mask[mask] = remap[tid[mask]] >= 0
+                    hidden = (raw["step"] >= t) if t is not None else None
+                    if hidden is not None and not include_hidden:
+                        mask = ~hidden if mask is None else mask & ~hidden
+                    n = len(raw) if mask is None else int(np.count_nonzero(mask))
+                    if n:
+                        picks.append((raw, mask, hidden, n))
+                if picks:
                     wall0 = float(lf.header.get("wall_start") or 0.0)
-                    plan.append((r, s, offsets[s], wall0, pts, mask, hidden, remap, n))
-        total = sum(p[-1] for p in plan)
+                    plan.append((r, s, offsets[s], wall0, lf.ms_wrapped, remap, picks))
+        total = sum(n for *_x, picks in plan for *_y, n in picks)
         if not total:
             df = pl.DataFrame(schema=POINT_SCHEMA)
             return df.with_columns(pl.lit(False).alias("hidden")) if include_hidden else df
@@ -286,27 +329,33 @@ class RunReader:
         active = np.empty(total, np.float64)
         hidden_col = np.zeros(total, bool) if include_hidden else None
         o = 0
-        for r, s, offset, wall0, pts, mask, hidden, remap, n in plan:
-            sl = slice(o, o + n)
+        for r, s, offset, wall0, wrapped, remap, picks in plan:
+            start = o
+            prev = 0
+            for raw, mask, hidden, n in picks:
+                sl = slice(o, o + n)
+                ms = raw["ms"]
+                if wrapped:  # a session of 24.8 days or more: undo the u32 wrap in order
+                    ms = _unwrap(ms, prev)
+                    prev = int(ms[-1])
+                if mask is None:
+                    step[sl] = raw["step"]
+                    value[sl] = raw["value"]
+                    np.take(remap, raw["tag"], out=codes[sl])
+                    np.divide(ms, 1000.0, out=active[sl])
+                else:
+                    np.compress(mask, raw["step"], out=step[sl])
+                    np.compress(mask, raw["value"], out=value[sl])
+                    np.take(remap, raw["tag"][mask], out=codes[sl])
+                    np.divide(ms[mask], 1000.0, out=active[sl])
+                if hidden_col is not None and hidden is not None:
+                    hidden_col[sl] = hidden if mask is None else hidden[mask]
+                o += n
+            sl = slice(start, o)
             rank_col[sl] = r
             session_col[sl] = s
-            if mask is None:
-                step[sl] = pts["step"]
-                value[sl] = pts["value"]
-                np.take(remap, pts["tag"], out=codes[sl])
-                active[sl] = pts["ms"]
-            else:
-                np.compress(mask, pts["step"], out=step[sl])
-                np.compress(mask, pts["value"], out=value[sl])
-                np.take(remap, pts["tag"][mask], out=codes[sl])
-                active[sl] = pts["ms"][mask]
-            secs = active[sl]
-            secs /= 1000.0
-            np.add(secs, wall0, out=wall[sl])
-            secs += offset
-            if hidden_col is not None and hidden is not None:
-                hidden_col[sl] = hidden if mask is None else hidden[mask]
-            o += n
+            np.add(active[sl], wall0, out=wall[sl])  # seconds since the session's start
+            active[sl] += offset
         plan.clear()
         tag = pl.Series("tag", names, dtype=pl.String).gather(pl.Series(codes))
         del codes
