@@ -63,7 +63,7 @@ class LogFile:
         self.version: int | None = None
         self.header: dict = {}
         self.tags: dict[int, tuple[int, str]] = {}
-        self.chunks: list[bytes] = []
+        self.chunks: list[memoryview] = []  # POINTS payloads: views of the bytes read
         self.texts: list[tuple[int, int, int, str]] = []
         self.media: list[tuple[int, int, int, int, int, dict]] = []
         self.stats: list[dict] = []
@@ -75,7 +75,7 @@ class LogFile:
         self.unknown_frames = 0
         self.pending_bytes = 0
         self.size = 0
-        self._decoded = None  # numpy records decoded so far (chunks move here)
+        self._views: list = []  # numpy views of self.chunks, made on demand
 
     # -- parsing -------------------------------------------------------------------
 
@@ -227,45 +227,55 @@ class LogFile:
 
     # -- bulk decoding -------------------------------------------------------------
 
+    def point_chunks(self) -> list:
+        """The POINTS payloads read so far, each as a numpy structured array of
+        ``NUMPY_POINT_DTYPE`` (step i8, value f8, tag u4, ms u4 *wrapped*) that is a view
+        of the bytes read, not a copy. Bulk readers decode these straight into their
+        output; :attr:`ms_wrapped` says whether ``ms`` needs :func:`_unwrap`."""
+        import numpy as np
+
+        views = self._views
+        if len(views) < len(self.chunks):
+            dtype = np.dtype(F.NUMPY_POINT_DTYPE)
+            views.extend(np.frombuffer(c, dtype=dtype) for c in self.chunks[len(views) :])
+        return views
+
+    @property
+    def ms_wrapped(self) -> bool:
+        """Whether some record's u32 milliseconds may have wrapped past 2**32: only in a
+        session that ran 24.8 days or more (its ``max_ms`` reached 2**31)."""
+        return self.max_ms >= (1 << 31)
+
+    @property
+    def n_points(self) -> int:
+        """Point records read so far."""
+        return sum(len(c) for c in self.chunks) // F.POINT_SIZE
+
     def points(self):
-        """All point records read so far as a numpy structured array.
+        """All point records read so far as a numpy structured array (a new one each
+        call: the file's points are held once, as the bytes read).
 
         Fields: ``step`` (int64), ``value`` (float64), ``tag`` (uint32 tag id),
         ``ms`` (int64, unwrapped milliseconds since the session's start).
         """
         import numpy as np
 
-        if self._decoded is not None and not self.chunks:
-            return self._decoded
         out_dtype = np.dtype([("step", "<i8"), ("value", "<f8"), ("tag", "<u4"), ("ms", "<i8")])
-        raw_dtype = np.dtype(F.NUMPY_POINT_DTYPE)
-        new, self.chunks = self.chunks, []  # decoded once; the raw bytes are let go
-        old = self._decoded
-        n_old = len(old) if old is not None else 0
-        n_new = sum(len(c) for c in new) // F.POINT_SIZE
-        out = np.empty(n_old + n_new, out_dtype)  # one allocation, filled in place
-        if n_old:
-            out[:n_old] = old
-        self._decoded = old = None
-        prev = int(out["ms"][n_old - 1]) if n_old else 0
-        # No record can have wrapped the u32 milliseconds before 2**31 ms (24.8 days):
-        # then the values are used as they are, else unwrapped in order.
-        plain = self.max_ms < (1 << 31)
-        o = n_old
-        for chunk in new:
-            raw = np.frombuffer(chunk, dtype=raw_dtype)
+        chunks = self.point_chunks()
+        out = np.empty(sum(len(c) for c in chunks), out_dtype)
+        wrapped = self.ms_wrapped
+        prev = 0
+        o = 0
+        for raw in chunks:
             part = out[o : o + len(raw)]
             for name in ("step", "value", "tag"):
                 part[name] = raw[name]
-            if plain:
+            if not wrapped:
                 part["ms"] = raw["ms"]
-            else:
+            elif len(raw):
                 part["ms"] = _unwrap(raw["ms"], prev)
-                if len(raw):
-                    prev = int(part["ms"][-1])
+                prev = int(part["ms"][-1])
             o += len(raw)
-        del new
-        self._decoded = out
         return out
 
 
