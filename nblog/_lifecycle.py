@@ -101,7 +101,7 @@ def _close_for_signal(run, reason: str) -> None:
     but its writer is still open): the buffered points must not die with it.
     """
     if not run._finished:
-        run.finish("running", reason=reason)
+        run.finish("running", reason=reason, timeout=1.0)
     elif run._writer is not None:
         run._writer.close({"status": "running", "reason": reason, "wall": time.time()}, timeout=1.0)
 

@@ -367,11 +367,15 @@ class Run(MediaMixin):
         if self._writer is not None:
             self._writer.flush(timeout)
 
-    def finish(self, status: str = "finished", *, reason: str | None = None) -> None:
+    def finish(
+        self, status: str = "finished", *, reason: str | None = None, timeout: float = 60.0
+    ) -> None:
         """Flush, close this session's files and (rank 0) record ``status`` in run.json.
 
         Idempotent: later calls do nothing. Also run at interpreter exit, on an uncaught
-        exception (status "failed") and when leaving a ``with`` block.
+        exception (status "failed") and when leaving a ``with`` block. Waits at most
+        ``timeout`` seconds for the writer (a large media backlog still being encoded, a
+        hung filesystem); on SIGTERM nblog passes 1 s.
         """
         if self._finished:
             return
@@ -383,7 +387,9 @@ class Run(MediaMixin):
                 self._internal(err)
         self._disable()
         if self._writer is not None:
-            self._writer.close({"status": status, "reason": reason, "wall": time.time()})
+            self._writer.close(
+                {"status": status, "reason": reason, "wall": time.time()}, timeout=timeout
+            )
         self._finalize(status, reason)
 
     def _finalize(self, status: str, reason: str | None) -> None:
