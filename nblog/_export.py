@@ -66,13 +66,9 @@ def read_frame(
     if kind not in EXPORT_KINDS:
         raise ValueError(f"unknown kind {kind!r}; choose one of {', '.join(EXPORT_KINDS)}")
     ranks = reader.ranks() if all_ranks else [rank]
-    names = match_tags(reader, EXPORT_KINDS[kind], tags, ranks)
-    if names is not None and not names:
-        names = []
+    names = match_tags(reader, EXPORT_KINDS[kind], tags, ranks)  # None: every tag
     if kind == "system":
         df = reader.system(tags=names)
-        if names == []:
-            df = df.clear()
         return df if all_ranks else df.filter(pl.col("rank") == rank)
     if kind == "text":
         df = reader.text(names, rank=rank, all_ranks=all_ranks, include_hidden=include_hidden)
