@@ -218,7 +218,7 @@ def timer_report(
             the median of the ranks' means is flagged as having a straggler.
 
     Returns:
-        ``{"ranks": [...], "timers": [...], "threshold": threshold}``. ``ranks`` has one
+        ``{"ranks": [...], "timers": [...], "threshold": threshold, "world_size": N}``. ``ranks`` has one
         row per (timer, rank): tag, rank, count, mean_s, p50_s, p95_s, max_s, total_s,
         straggler (this rank's mean ≥ threshold × the median mean). ``timers`` has one
         row per timer: tag, ranks, slowest_rank, slowest_mean_s, median_mean_s,
@@ -228,7 +228,7 @@ def timer_report(
     match = tag_matcher(tags)
     ranks = reader.ranks()
     names = sorted({t for r in ranks for t in reader.tags(r, "timer") if match(t)})
-    empty = {"ranks": [], "timers": [], "threshold": threshold}
+    empty = {"ranks": [], "timers": [], "threshold": threshold, "world_size": reader.meta.get("world_size")}
     if not names:
         return empty
     stats = reader.timer_stats(names, all_ranks=True, last_steps=last_steps)
@@ -260,4 +260,4 @@ def timer_report(
                 "straggler": bool(spread is not None and spread >= threshold and k > 1),
             }
         )
-    return {"ranks": per_rank, "timers": timers, "threshold": threshold}
+    return {"ranks": per_rank, "timers": timers, "threshold": threshold, "world_size": reader.meta.get("world_size")}

@@ -179,6 +179,10 @@ class Follower:
                     break
         return list(keep)
 
+    def sessions(self) -> list[int]:
+        """Session numbers of this rank's event logs found so far (after a poll)."""
+        return sorted(self._sessions)
+
     def follow(
         self,
         interval: float = 0.25,

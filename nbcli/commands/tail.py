@@ -89,6 +89,8 @@ def tail(
                 out.line(_line(ev))
 
     emit(follower.poll(last=lines))
+    if follower.dir is not None and not follower.sessions():
+        info(f"rank {rank} has no event log in this run" + (" yet: waiting" if follow else ""))
     if not follow:
         return
     try:

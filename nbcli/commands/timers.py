@@ -65,6 +65,9 @@ def timers(
         ),
         title=f"Across ranks (spread = slowest mean / median mean; straggler at >= {threshold:g}x)",
     )
+    if (report["world_size"] or 1) > 1 and all(t["ranks"] == 1 for t in report["timers"]):
+        info("only one rank logged timers: time every rank with run.timer(..., all_ranks=True) or "
+             "nb.init(timing_all_ranks=True) to compare ranks")
 
 
 def register(app: typer.Typer) -> None:

@@ -138,3 +138,9 @@ def test_follow_across_a_resume_in_a_real_process(tmp_path):
         tail.terminate()
         _out, err = tail.communicate(timeout=30)
     assert seen == [(0, s) for s in range(5)] + [(1, s) for s in range(3, 8)], err
+
+
+def test_rank_without_a_log(cli, runs):
+    result = cli("tail", "ddp-00000001", "--root", str(runs), "--rank", "7")
+    assert result.exit_code == 0 and result.stdout == ""
+    assert "rank 7 has no event log" in result.stderr

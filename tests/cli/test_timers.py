@@ -44,7 +44,7 @@ def test_last_steps(cli, runs):
 
 def test_tag_glob(cli, runs):
     assert report(cli, runs, "--tag", "st*")["timers"][0]["tag"] == "step"
-    assert report(cli, runs, "--tag", "data*") == {"ranks": [], "timers": [], "threshold": 1.2}
+    assert report(cli, runs, "--tag", "data*") == {"ranks": [], "timers": [], "threshold": 1.2, "world_size": 3}
 
 
 def test_plain_tables(cli, runs):
@@ -65,3 +65,13 @@ def test_no_timers(cli, runs):
 def test_bad_options(cli, runs):
     assert cli("timers", "ddp-00000001", "--root", str(runs), "--last-steps", "0").exit_code == 2
     assert cli("timers", "ddp-00000001", "--root", str(runs), "--threshold", "0.5").exit_code == 2
+
+
+def test_hint_when_only_rank0_timed(cli, tmp_path):
+    from cli_helpers import run_ranks
+
+    root = tmp_path / "runs"
+    run_ranks(root, {"stop": 3, "rank0_timers": True}, 2, "one-00000001")
+    result = cli("timers", "one-00000001", "--root", str(root))
+    assert result.exit_code == 0 and "only one rank logged timers" in result.stderr
+    assert cli("timers", "one-00000001", "--root", str(root), "--json").stderr == ""
