@@ -328,14 +328,26 @@ class RunReader:
         wall = np.empty(total, np.float64)
         active = np.empty(total, np.float64)
         hidden_col = np.zeros(total, bool) if include_hidden else None
+        # Work units: a file's records in groups of up to 64 payloads (1 MiB each), with
+        # their place in the output; filled in parallel threads (numpy copies release the
+        # GIL). A session of 24.8 days or more is one unit: its u32 ms unwrap in order.
+        units = []
         o = 0
         for r, s, offset, wall0, wrapped, remap, picks in plan:
-            start = o
+            step_n = len(picks) if wrapped else 64
+            for i in range(0, len(picks), step_n):
+                group = picks[i : i + step_n]
+                units.append((o, r, s, offset, wall0, wrapped, remap, group))
+                o += sum(p[-1] for p in group)
+
+        def fill(unit) -> None:
+            start, r, s, offset, wall0, wrapped, remap, group = unit
+            o = start
             prev = 0
-            for raw, mask, hidden, n in picks:
+            for raw, mask, hidden, n in group:
                 sl = slice(o, o + n)
                 ms = raw["ms"]
-                if wrapped:  # a session of 24.8 days or more: undo the u32 wrap in order
+                if wrapped:
                     ms = _unwrap(ms, prev)
                     prev = int(ms[-1])
                 if mask is None:
@@ -354,11 +366,22 @@ class RunReader:
             sl = slice(start, o)
             rank_col[sl] = r
             session_col[sl] = s
-            np.add(active[sl], wall0, out=wall[sl])  # seconds since the session's start
+            np.add(active[sl], wall0, out=wall[sl])  # active holds seconds since the session's start
             active[sl] += offset
+
+        workers = min(len(units), os.cpu_count() or 1, 8)
+        if workers < 2:
+            for unit in units:
+                fill(unit)
+        else:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(workers, thread_name_prefix="nblog-read") as pool:
+                for _ in pool.map(fill, units):
+                    pass
         plan.clear()
         tag = pl.Series("tag", names, dtype=pl.String).gather(pl.Series(codes))
-        del codes
+        codes = None  # the indices are not needed any more
         df = pl.DataFrame(
             {
                 "rank": rank_col,
