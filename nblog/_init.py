@@ -185,6 +185,17 @@ def _inert(project, name, rid, run_dir, ranks: RankInfo, config, settings: Setti
     )
 
 
+def _rank_session(run_dir: str, rank: int) -> int:
+    """A non-zero rank's session: after its own files and rank 0's latest session.
+
+    Known at init (the rank waited for rank 0's session of its launch), so ``run.session``
+    is right before the rank writes anything.
+    """
+    known = read_run_json(run_dir) or {}
+    latest = max((s.get("session", 0) for s in known.get("sessions") or []), default=0)
+    return next_session(run_dir, rank, at_least=latest)
+
+
 def _wait_for(run_dir: str, wait_s: float, launch: dict[str, str]) -> bool:
     """Poll until rank 0 has opened the run for this launch; False after ``wait_s`` s.
 
@@ -315,10 +326,6 @@ def _make_run(project, name, rid, run_dir, ranks: RankInfo, runfile: RunFile | N
     wall0 = time.time()
 
     def make_writer(run: Run) -> Writer:
-        if run.rank != 0:  # numbered after this rank's own files and rank 0's sessions
-            known = read_run_json(run_dir) or {}
-            latest = max((s.get("session", 0) for s in known.get("sessions", [])), default=0)
-            run.session = next_session(run_dir, run.rank, at_least=latest)
         header = {
             "format_version": F.FORMAT_VERSION,
             "nblog_version": __version__,
@@ -358,7 +365,8 @@ def _make_run(project, name, rid, run_dir, ranks: RankInfo, runfile: RunFile | N
     run = Run(
         project=project, name=name, run_id=rid, run_dir=run_dir, rank=ranks.rank,
         local_rank=ranks.local_rank, world_size=ranks.world_size,
-        session=session if session is not None else 0, config=config, is_logging=is_logging,
+        session=session if session is not None else _rank_session(run_dir, ranks.rank),
+        config=config, is_logging=is_logging,
         timing_all_ranks=settings.timing_all_ranks, strict=settings.strict,
         make_writer=make_writer,
     )

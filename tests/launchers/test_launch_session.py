@@ -2,7 +2,7 @@
 
 Under torchrun --max-restarts (or a Slurm requeue) rank 1's second launch writes its events
 into session 1, but right after ``nb.init`` its ``run.session`` still says 0: the number is
-only worked out when the rank first writes (``_init._make_run``'s ``make_writer``). Code that
+worked out when the rank first wrote (now fixed: at init, ``_init._rank_session``). Code that
 stores ``run.session`` with a checkpoint, or prints it, gets the wrong session. Seen with
 the real torchrun in test_launch_torchrun.py (the per-rank reports written after init).
 """
@@ -22,11 +22,6 @@ def _env(rank: int, restart: int) -> dict:
             "TORCHELASTIC_RESTART_COUNT": str(restart), "NB_WAIT_S": "5"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="nblog bug: a non-zero rank's run.session is 0 after init and only becomes the "
-    "real session number when that rank first writes (numbered lazily in make_writer)",
-)
 def test_nonzero_rank_knows_its_session_right_after_init(tmp_path):
     root = tmp_path / "runs"
     for restart in (0, 1):  # the first launch, then torchrun's restart of every worker
