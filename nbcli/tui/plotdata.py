@@ -33,7 +33,7 @@ class _Grow:
     def extend(self, values: np.ndarray) -> None:
         need = self.n + len(values)
         if need > len(self.buf):
-            nb = np.empty(max(need, 2 * len(self.buf), 1024))
+            nb = np.empty(max(need + need // 4, 2 * len(self.buf), 1024))
             nb[: self.n] = self.buf[: self.n]
             self.buf = nb
         self.buf[self.n : need] = values

@@ -136,8 +136,9 @@ async def test_views_show_data(demo_run):
         await settle(pilot)
         table = app.screen.query_one("#timer-table", DataTable)
         assert table.row_count == 8
-        slow = [r for r in app.screen._timer_rows if r["slowest"]]
-        assert {(r["tag"], r["rank"]) for r in slow} == {("data", 2), ("fwd", 3)}
+        rows = [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
+        slow = {(r[0], r[1].split()[0]) for r in rows if "◀" in r[1]}
+        assert slow == {("data", "2"), ("fwd", "3")}  # the slowest rank of each timer
         band = app.screen.query_one("#band", BraillePlot).spec
         assert band.fills and any("slowest rank 2" in ln.label for ln in band.lines)
         await pilot.press("3")

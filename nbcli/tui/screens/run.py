@@ -8,6 +8,7 @@ Reading happens in thread workers (``_load``) that post results as messages; a
 from __future__ import annotations
 
 import math
+import os
 
 from rich.text import Text
 from textual import on, work
@@ -52,11 +53,6 @@ class PlotGrid(Container):
                 plots[i].spec = spec
             else:
                 self.mount(BraillePlot(spec))
-
-    def buckets(self) -> int:
-        n = max(1, len(self.query(BraillePlot)))
-        cols = 1 if n == 1 else (2 if n <= 4 else 3)
-        return max(40, (self.size.width or 80) // cols * 2)
 
 
 class RunScreen(Screen):
@@ -124,8 +120,10 @@ class RunScreen(Screen):
 
     def on_mount(self) -> None:
         table = self.query_one("#timer-table", DataTable)
-        for c in ("timer", "rank", "count", "mean", "p50", "p95", "max", "total"):
-            table.add_column(c, key=c)
+        # fixed widths: the layout does not depend on when rows arrive (long names are cut)
+        for c, w in (("timer", 16), ("rank", 6), ("count", 6), ("mean", 7), ("p50", 7), ("p95", 7), ("max", 7),
+                     ("total", 7)):
+            table.add_column(c, key=c, width=w)
         self.query_one(TagTree).focus()
         self.request(refresh=True)
         if self.poll_s > 0:
@@ -142,10 +140,11 @@ class RunScreen(Screen):
         ``refresh``)."""
         self._seq += 1
         tree = self.query_one(TagTree)
-        grid = self.query_one("#plots", PlotGrid) if self.view == "scalars" else self.query_one("#sys-plots",
-                                                                                                  PlotGrid)
-        buckets = grid.buckets() if self.view != "timers" else max(40, self.query_one("#band").size.width * 2)
         tags = tuple(tree.selected) or ((self.highlighted_tag,) if self.highlighted_tag else ())
+        # min/max buckets: two per Braille column of the widest plot the terminal allows
+        # (from the terminal size, not a widget's: the same on every run of a test)
+        cols = {"scalars": 1 if len(tags) <= 1 else (2 if len(tags) <= 4 else 3), "system": 2}.get(self.view, 1)
+        buckets = max(64, self.app.size.width * 2 // cols)
         req = Request(
             seq=self._seq, view=self.view, refresh=refresh, rank=self.rank, tags=tags[:MAX_PLOTS],
             axis=self.axis, smoothing=self.smoothing, logy=self.logy, buckets=buckets, machine=self.machine,
@@ -230,7 +229,7 @@ class RunScreen(Screen):
             style = "bold #ff8787" if row["slowest"] else ""
             table.add_row(
                 lit(row["tag"], style),
-                Text(str(row["rank"]) + (" ◀ slowest" if row["slowest"] else ""), style=style, justify="right"),
+                Text(str(row["rank"]) + (" ◀" if row["slowest"] else "  "), style=style, justify="right"),
                 Text(str(row["count"]), justify="right"),
                 *(Text(fmt_seconds(row[k]), style=style, justify="right")
                   for k in ("mean_s", "p50_s", "p95_s", "max_s", "total_s")),
@@ -380,6 +379,11 @@ class RunScreen(Screen):
             return
         if len(self.app.screen_stack) > 2:
             self.app.pop_screen()
+        else:  # opened directly (nb tui RUN): the runs of its root
+            from .runs import RunsScreen
+
+            root = os.path.dirname(os.path.dirname(self.model.primary.dir)) or "."
+            self.app.switch_screen(RunsScreen(root, poll_s=self.poll_s))
 
     def palette_commands(self):
         cmds = [(f"View: {v}", f"Switch to the {v} view", (lambda v=v: self.action_view(v))) for v in VIEWS]

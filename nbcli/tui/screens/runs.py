@@ -18,6 +18,8 @@ from ..text import fmt_duration, fmt_time, lit
 
 STATUS_STYLE = {"running": "bold green", "finished": "", "failed": "bold red", "stale": "yellow", "unknown": "dim"}
 COLUMNS = ("", "run", "project", "name", "status", "ranks", "sess", "last step", "started", "active")
+# fixed widths: the layout does not depend on when rows arrive (long names are cut)
+WIDTHS = (1, 18, 10, 12, 8, 5, 4, 9, 16, 7)
 
 
 class RunsScreen(Screen):
@@ -50,8 +52,8 @@ class RunsScreen(Screen):
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        for c in COLUMNS:
-            table.add_column(c, key=c or "sel")
+        for c, w in zip(COLUMNS, WIDTHS, strict=True):
+            table.add_column(c, key=c or "sel", width=w)
         table.focus()
         self.load()
         if self.poll_s > 0:
