@@ -52,7 +52,8 @@ def clean(value: object) -> str:
 
 
 class Styled(NamedTuple):
-    """Text with a Rich style (used on a terminal only), never parsed as markup."""
+    """Clean text (see :func:`clean`) with a Rich style (used on a terminal only),
+    never parsed as markup. Make it with :func:`data` for logged data."""
 
     text: str
     style: str = ""
@@ -270,7 +271,7 @@ class Output:
                 text.append(p.text, style=p.style or None)
             self.console.print(text, crop=False, soft_wrap=True)
         else:
-            sys.stdout.write(sep.join(clean(p.text) for p in parts) + "\n")
+            sys.stdout.write(sep.join(p.text for p in parts) + "\n")
         sys.stdout.flush()
 
 
@@ -290,7 +291,7 @@ def _cell(v: Cell):
 
 def _plain(v: Cell) -> str:
     if isinstance(v, Styled):
-        return clean(v.text)  # already cleaned data or our own text (tabs escaped)
+        return v.text  # cleaned already (tabs escaped)
     if v is None:
         return "-"
     if isinstance(v, float):

@@ -111,7 +111,7 @@ def write_frame(df: pl.DataFrame, dest: str | os.PathLike | IO[bytes], fmt: str)
 
 def _write(df: pl.DataFrame, f: IO[bytes], fmt: str) -> None:
     if fmt == "parquet":
-        df.write_parquet(f, compression="zstd", statistics=True)
+        df.write_parquet(f, compression="zstd", compression_level=1, statistics=True)  # fast, compact
     elif fmt == "csv":
         df.write_csv(f)
     else:
