@@ -212,12 +212,21 @@ class RunReader:
         thresholds = self._thresholds(files)
         out = []
         for s, lf in files:
-            pts = lf.points()
             kinds = self._kinds(lf)  # 255: no definition read (records not readable)
-            k = kinds[np.minimum(pts["tag"], len(kinds) - 1)]
-            nonsys = pts[(pts["tag"] < len(kinds)) & (k != F.KIND_SYSTEM) & (k != 255)] if len(pts) else pts
             t = thresholds[s]
-            hidden = int((nonsys["step"] >= t).sum()) if t is not None and len(nonsys) else 0
+            points = hidden = 0
+            last_step = None
+            for raw in lf.point_chunks():  # views of the bytes read: nothing decoded
+                tid = raw["tag"]
+                k = kinds[np.minimum(tid, len(kinds) - 1)]
+                keep = (tid < len(kinds)) & (k != F.KIND_SYSTEM) & (k != 255)
+                n = int(np.count_nonzero(keep))
+                if n:
+                    steps = raw["step"][keep]
+                    points += n
+                    last_step = int(steps[-1])
+                    if t is not None:
+                        hidden += int(np.count_nonzero(steps >= t))
             if t is not None:
                 hidden += sum(1 for x in lf.texts if x[0] >= t) + sum(1 for x in lf.media if x[0] >= t)
             dropped = (lf.end or (lf.stats[-1] if lf.stats else {})).get("dropped") or {}
@@ -231,8 +240,8 @@ class RunReader:
                     "wall_start": lf.header.get("wall_start"),
                     "duration_s": lf.max_ms / 1000.0,
                     "first_step": lf.first_step,
-                    "last_step": int(nonsys["step"][-1]) if len(nonsys) else None,
-                    "points": int(len(nonsys)),
+                    "last_step": last_step,
+                    "points": points,
                     "hidden_points": hidden,
                     "end": lf.end,
                     "dropped": dropped,

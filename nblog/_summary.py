@@ -24,29 +24,31 @@ STRAGGLER_SPREAD = 1.2
 
 
 def _point_tags(df: pl.DataFrame) -> list[dict]:
-    """Per tag of one rank's frame: points, last step, last value, first non-finite."""
+    """Per tag of one rank's frame: points, last step, last value (the last record at
+    the largest step, in file order), first non-finite (step, value)."""
     if not len(df):
         return []
-    last = (
-        df.with_row_index("_i")
-        .sort("step", "_i")
-        .group_by("tag", maintain_order=True)
+    last_step = pl.col("step").max()
+    rows = {
+        r["tag"]: r
+        for r in df.group_by("tag")
         .agg(
             pl.len().alias("points"),
-            pl.col("step").last().alias("last_step"),
-            pl.col("value").last().alias("last_value"),
+            last_step.alias("last_step"),
+            pl.col("value").filter(pl.col("step") == last_step).last().alias("last_value"),
         )
-    )
-    bad = (
-        df.with_row_index("_i")
-        .filter(~pl.col("value").is_finite())
-        .sort("step", "_i")
-        .group_by("tag", maintain_order=True)
-        .agg(pl.col("step").first().alias("bad_step"), pl.col("value").first().alias("bad_value"))
-    )
-    rows = {r["tag"]: dict(r) for r in last.iter_rows(named=True)}
-    for r in bad.iter_rows(named=True):
-        rows[r["tag"]]["bad"] = (r["bad_step"], r["bad_value"])
+        .iter_rows(named=True)
+    }
+    bad = df.filter(~pl.col("value").is_finite())
+    if len(bad):
+        first = (
+            bad.with_row_index("_i")
+            .sort("step", "_i")
+            .group_by("tag", maintain_order=True)
+            .agg(pl.col("step").first(), pl.col("value").first())
+        )
+        for r in first.iter_rows(named=True):
+            rows[r["tag"]]["bad"] = (r["step"], r["value"])
     return list(rows.values())
 
 
