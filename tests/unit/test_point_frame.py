@@ -81,3 +81,35 @@ def test_frames_equal_a_record_by_record_reading(make_run, big):
     assert set(sys_df["rank"]) == {0}
     ref = reference(r, F.KIND_SYSTEM, [0])
     assert sys_df[["rank", "session", "step", "tag", "value", "wall_time"]].rows() == [x[:6] for x in ref]
+
+
+def test_tag_table_equals_the_frames(make_run):
+    """nb show's per-tag summary (numpy on the payloads) agrees with the frames."""
+    import polars as pl
+
+    from nblog._summary import tag_table
+
+    env0 = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "2", "NB_RUN_ID": "frame-00000000"}
+    env1 = {"RANK": "1", "LOCAL_RANK": "1", "WORLD_SIZE": "2", "NB_RUN_ID": "frame-00000000"}
+    run = write(make_run, env0, list(range(0, 30)), big=True)
+    write(make_run, env1, list(range(0, 30)))
+    write(make_run, env0, list(range(12, 40)))
+    r = nb.RunReader(run.dir)
+    table = {(t["kind"], t["tag"]): t for t in tag_table(r)}
+    for kind, method in (("scalar", r.scalars), ("timer", r.timers)):
+        df = method(all_ranks=True)
+        for (tag,), g in df.group_by("tag"):
+            t = table[kind, tag]
+            assert t["points"] == len(g) and t["ranks"] == g["rank"].n_unique()
+            low = g.filter(pl.col("rank") == g["rank"].min())
+            top = low["step"].max()
+            assert t["last_step"] == top
+            want = low.filter(pl.col("step") == top)["value"][-1]
+            assert t["last_value"] == want or (math.isnan(want) and t["last_value"] == "nan")
+            bad = g.filter(~pl.col("value").is_finite())
+            if len(bad):
+                assert t["first_nonfinite"]["step"] == bad["step"].min()
+            else:
+                assert t["first_nonfinite"] is None
+    assert table["scalar", "nan"]["first_nonfinite"] == {"step": 0, "rank": 0, "value": "nan"}
+    assert ("scalar", "many") not in table  # logged at step 29 of session 0: hidden by the restart at 12
