@@ -8,6 +8,7 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 
+from .model import RunModel
 from .screens.help import HelpScreen
 from .screens.run import RunScreen
 from .screens.runs import RunsScreen
@@ -32,10 +33,14 @@ class NbTui(App):
         self.runs = list(runs or [])
         self.project = project
         self.poll_s = poll_s
+        self._model = None
+        if self.runs:  # start reading while Textual starts
+            self._model = RunModel(self.runs)
+            self._model.preload_in_background()
 
     def on_mount(self) -> None:
         if self.runs:
-            self.push_screen(RunScreen(self.runs, poll_s=self.poll_s))
+            self.push_screen(RunScreen(self.runs, poll_s=self.poll_s, model=self._model))
         else:
             self.push_screen(RunsScreen(self.root, self.project, poll_s=self.poll_s))
 

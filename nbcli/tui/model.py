@@ -72,6 +72,18 @@ class RunModel:
         self.smoother = Smoother()
         self._used: OrderedDict[tuple, None] = OrderedDict()
 
+    def preload(self, rank: int = 0) -> None:
+        """Read ``rank``'s files now (start it in a thread while the UI starts: the
+        first plot then waits only for what is left)."""
+        with self.lock:
+            for live in self.runs:
+                live.tags(rank)
+
+    def preload_in_background(self, rank: int = 0) -> threading.Thread:
+        thread = threading.Thread(target=self.preload, args=(rank,), name="nb-tui-preload", daemon=True)
+        thread.start()
+        return thread
+
     @property
     def primary(self) -> LiveRun:
         return self.runs[0]

@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-import synth  # noqa: E402
+import nbtui_synth as synth  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -37,24 +37,3 @@ def demo_root(tmp_path, monkeypatch):
 @pytest.fixture
 def demo_run(demo_root):
     return os.path.join(demo_root, "demo", synth.RUN_ID)
-
-
-async def settle(pilot, rounds: int = 3) -> None:
-    """Wait until workers finished and their messages were handled."""
-    app = pilot.app
-    for _ in range(rounds):
-        await pilot.pause()
-        await app.workers.wait_for_complete()
-        await pilot.pause()
-
-
-def aio(fn):
-    """Run an async test with asyncio (no asyncio plugin needed)."""
-    import asyncio
-    import functools
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        return asyncio.run(fn(*args, **kwargs))
-
-    return wrapper

@@ -9,8 +9,8 @@ import shutil
 import time
 
 import numpy as np
-from conftest import aio, settle
-from synth import ODD_TAG, RUN_ID, WALL0, EventFile, header, many_tags
+from nbtui_helpers import aio, settle
+from nbtui_synth import ODD_TAG, RUN_ID, WALL0, EventFile, header, many_tags
 from textual.widgets import DataTable, Input, RichLog, Static, TabbedContent
 
 from nbcli.tui.app import NbTui

@@ -7,8 +7,8 @@ at the SVGs (``tests/tui/__snapshots__``) before committing them.
 from __future__ import annotations
 
 import pytest
-from conftest import settle
-from synth import RUN_ID
+from nbtui_helpers import settle
+from nbtui_synth import RUN_ID
 
 from nbcli.tui.app import NbTui
 from nbcli.tui.widgets.tagtree import TagTree

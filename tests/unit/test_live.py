@@ -12,7 +12,7 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tui"))
 
-import synth  # noqa: E402
+import nbtui_synth as synth  # noqa: E402
 
 from nblog import _format as F  # noqa: E402
 from nblog._live import LiveRun  # noqa: E402

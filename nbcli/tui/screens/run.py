@@ -75,9 +75,9 @@ class RunScreen(Screen):
         Binding("escape", "back", "back", show=False),
     ]
 
-    def __init__(self, run_dirs: list[str], poll_s: float = 1.0):
+    def __init__(self, run_dirs: list[str], poll_s: float = 1.0, model: RunModel | None = None):
         super().__init__()
-        self.model = RunModel(run_dirs)
+        self.model = model or RunModel(run_dirs)
         self.poll_s = poll_s
         self.view = "scalars"
         self.rank = 0
