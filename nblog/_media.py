@@ -16,10 +16,31 @@ import os
 import time
 
 from . import _format as F
-from . import _media_encode as E
-from . import _media_input as I
-from . import _pack as P
 from ._errors import StrictModeError
+
+
+class _LazyModule:
+    """Stands for a media submodule until first used, then is replaced by it.
+
+    Encoding and input checks are imported on the first media call, not by
+    ``import nblog`` (most ranks and many runs never log media).
+    """
+
+    def __init__(self, alias: str, name: str):
+        self._alias = alias
+        self._name = name
+
+    def __getattr__(self, attr: str):
+        import importlib
+
+        module = importlib.import_module(self._name)
+        globals()[self._alias] = module
+        return getattr(module, attr)
+
+
+E = _LazyModule("E", "nblog._media_encode")
+I = _LazyModule("I", "nblog._media_input")  # noqa: E741
+P = _LazyModule("P", "nblog._pack")
 
 _mono_ns = time.monotonic_ns
 _MAX_BACKLOG = 512 << 20  # bytes of copied media waiting for the writer thread, at most
