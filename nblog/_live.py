@@ -28,7 +28,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from . import _format as F
-from ._logfile import LogFile, _unwrap, read_header
+from ._logfile import LogFile, _unwrap, active_offsets, hide_thresholds, read_header
 from ._runfile import parse_event_file_name, read_run_json
 
 _KIND = {"scalar": F.KIND_SCALAR, "timer": F.KIND_TIMER, "system": F.KIND_SYSTEM, "text": F.KIND_TEXT}
@@ -214,22 +214,14 @@ class LiveRun:
                 added = True
         return added
 
+    def _sessions(self, rank: int) -> list:
+        return [(s, self._files[rank][s].lf) for s in sorted(self._files[rank])]
+
     def _thresholds(self, rank: int) -> dict[int, int | None]:
-        out: dict[int, int | None] = {}
-        best: int | None = None
-        for s in sorted(self._files[rank], reverse=True):
-            out[s] = best
-            fs = self._files[rank][s].lf.first_step
-            if fs is not None:
-                best = fs if best is None else min(best, fs)
-        return out
+        return hide_thresholds(self._sessions(rank))
 
     def _offsets(self, rank: int) -> dict[int, float]:
-        out, total = {}, 0.0
-        for s in sorted(self._files[rank]):
-            out[s] = total
-            total += self._files[rank][s].lf.max_ms / 1000.0
-        return out
+        return active_offsets(self._sessions(rank))
 
     def _signature(self, rank: int) -> tuple:
         sessions = sorted(self._files[rank])

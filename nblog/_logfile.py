@@ -279,6 +279,31 @@ class LogFile:
         return out
 
 
+def hide_thresholds(sessions: list[tuple[int, LogFile]]) -> dict[int, int | None]:
+    """The hiding rule (SPEC §4) for one rank's sessions, in session order.
+
+    Returns, per session number, the smallest first step of any later session: points
+    of that session at a step ≥ it are hidden. None: the session hides nothing.
+    """
+    out: dict[int, int | None] = {}
+    best: int | None = None
+    for s, lf in reversed(sessions):
+        out[s] = best
+        if lf.first_step is not None:
+            best = lf.first_step if best is None else min(best, lf.first_step)
+    return out
+
+
+def active_offsets(sessions: list[tuple[int, LogFile]]) -> dict[int, float]:
+    """Per session number: seconds that one rank's earlier sessions ran (active time
+    leaves out the queue gap between a preempted session and its restart)."""
+    out, total = {}, 0.0
+    for s, lf in sessions:
+        out[s] = total
+        total += lf.max_ms / 1000.0
+    return out
+
+
 def _unwrap(ms32, start: int):
     """Undo the 2**32 wrap of u32 milliseconds, continuing after ``start``."""
     import numpy as np

@@ -20,7 +20,7 @@ import polars as pl
 
 from . import _format as F
 from ._catalog import resolve_run
-from ._logfile import LogFile, _unwrap, read_header
+from ._logfile import LogFile, _unwrap, active_offsets, hide_thresholds, read_header
 from ._runfile import parse_event_file_name, read_run_json
 
 #: Columns of :meth:`RunReader.scalars` and :meth:`RunReader.timers` frames.
@@ -186,23 +186,13 @@ class RunReader:
         """The loaded :class:`~nblog._logfile.LogFile` of each session of ``rank``."""
         return [lf for _s, lf in self._rank_files(rank)]
 
-    def _thresholds(self, files: list[tuple[int, LogFile]]) -> dict[int, int | None]:
-        """Per session: the smallest first step of a later session (None: hides nothing)."""
-        out: dict[int, int | None] = {}
-        best: int | None = None
-        for s, lf in reversed(files):
-            out[s] = best
-            if lf.first_step is not None:
-                best = lf.first_step if best is None else min(best, lf.first_step)
-        return out
+    @staticmethod
+    def _thresholds(files: list[tuple[int, LogFile]]) -> dict[int, int | None]:
+        return hide_thresholds(files)
 
-    def _offsets(self, files: list[tuple[int, LogFile]]) -> dict[int, float]:
-        """Per session: seconds of this rank's earlier sessions (for active time)."""
-        out, total = {}, 0.0
-        for s, lf in files:
-            out[s] = total
-            total += lf.max_ms / 1000.0
-        return out
+    @staticmethod
+    def _offsets(files: list[tuple[int, LogFile]]) -> dict[int, float]:
+        return active_offsets(files)
 
     def sessions(self, rank: int = 0) -> list[dict]:
         """One dict per session of ``rank``: session, path, size_bytes, host, pid,
