@@ -29,8 +29,15 @@ def _point_tags(reader: RunReader, rank: int, kind: int) -> list[dict]:
     last_value (the last record at the largest step, in file order), bad (step, value)
     of the first non-finite value. Computed with numpy on the payload views, without
     building the rank's frame (an 80M-point run is summarised in seconds)."""
-    files = reader._rank_files(rank)
-    thresholds = reader._thresholds(files)
+    files = list(enumerate(reader.files(rank)))  # in session order
+    # The hiding rule (SPEC §4), as the reader applies it (a test checks they agree):
+    # a session's points at steps >= the smallest first step of a later session are hidden.
+    thresholds: dict[int, int | None] = {}
+    later: int | None = None
+    for s, lf in reversed(files):
+        thresholds[s] = later
+        if lf.first_step is not None:
+            later = lf.first_step if later is None else min(later, lf.first_step)
     out: dict[str, dict] = {}
     for s, lf in files:
         chunks = lf.point_chunks()
