@@ -262,8 +262,8 @@ class MediaMixin:
     # -- helpers ---------------------------------------------------------------------
 
     def _media_step(self, step, tag) -> int | None:
-        if step is None:
-            return self._step
+        if step is None:  # the current step; before any, the counter (0 at start)
+            return self._step if self._step is not None else self._counter
         if step.__class__ is not int or step < 0:
             return self._check_step(step, tag)
         return step

@@ -87,6 +87,9 @@ class Timer:
         step = self._step  # checked by Run.timer
         if step is None:
             step = run._step
+            if step is None:  # no step yet in this session: the next one known
+                run._defer(("point", self._tid, seconds, (_mono_ns() - run._t0) // 1_000_000 & 0xFFFFFFFF))
+                return None
             if step.__class__ is not int or not 0 <= step < _STEP_END:
                 # a rank that only times remembers add_scalar's step unchecked (its
                 # add_scalar stays a few ns); check it here, where it is used
@@ -160,7 +163,11 @@ class Run(MediaMixin):
         self._writer: Writer | None = None
         self._finished = False
         self._t0 = _mono_ns()
-        self._step = 0  # the current step: last one given to or counted by add_scalar
+        # the current step: the last one given to or counted by add_scalar; None until
+        # then, so a timer or text before a resumed session's first step waits for it
+        # instead of landing at step 0 (which would hide the whole earlier curve)
+        self._step = None
+        self._deferred: list = []
         self._counter = 0  # the next step used when add_scalar gets no step
         self._points = bytearray()
         self._texts: list = []
@@ -301,7 +308,11 @@ class Run(MediaMixin):
             if not text.isascii() and not _is_utf8(text):
                 self._reject("bad_value", tag, "text has a lone surrogate (no UTF-8 form)")
                 return
-            self._texts.append((step, tid, (_mono_ns() - self._t0) // 1_000_000 & 0xFFFFFFFF, text))
+            ms = (_mono_ns() - self._t0) // 1_000_000 & 0xFFFFFFFF
+            if step is None:  # no step yet in this session: the next one known
+                self._defer(("text", tid, ms, text))
+                return
+            self._texts.append((step, tid, ms, text))
         except StrictModeError:
             raise
         except Exception as err:
@@ -347,7 +358,7 @@ class Run(MediaMixin):
             return
         ms = (_mono_ns() - self._t0) // 1_000_000 & 0xFFFFFFFF
         out = bytearray()
-        step = self._step
+        step = self._step if self._step is not None else self._counter
         for tag, value in values.items():
             tid = self._system_tids.get(tag)
             if tid is None:
@@ -356,6 +367,44 @@ class Run(MediaMixin):
                     continue
             out += _pack(step, float(value), tid, ms)
         self._points += out
+
+    def _defer(self, item: tuple) -> None:
+        """Hold a timer point or text logged before this session knows a step.
+
+        They are written at the first step that add_scalar (or, on a rank that only
+        times, the remembered step) makes known, or at finish. add_scalar is wrapped
+        only while something waits, so the hot path pays nothing otherwise.
+        """
+        self._deferred.append(item)
+        if len(self._deferred) > 1:  # the wrapper is already in place
+            return
+        inner = self.add_scalar
+        own = "add_scalar" in self.__dict__  # a no-op or step-remembering binding
+
+        def add_scalar(tag, value=None, step=None) -> None:
+            inner(tag, value, step)
+            if self._step is not None:
+                self._emit_deferred(self._step)
+                if self.__dict__.get("add_scalar") is add_scalar:
+                    if own:
+                        self.add_scalar = inner
+                    else:
+                        del self.add_scalar
+
+        add_scalar.__doc__ = Run.add_scalar.__doc__
+        self.add_scalar = add_scalar
+
+    def _emit_deferred(self, step: int) -> None:
+        items, self._deferred = self._deferred, []
+        points = bytearray()
+        for item in items:
+            if item[0] == "point":
+                _kind, tid, value, ms = item
+                points += _pack(step, value, tid, ms)
+            else:
+                _kind, tid, ms, text = item
+                self._texts.append((step, tid, ms, text))
+        self._points += points
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -380,6 +429,11 @@ class Run(MediaMixin):
         if self._finished:
             return
         self._finished = True
+        if self._deferred:  # no step ever became known: the run's counter (0 at start)
+            try:
+                self._emit_deferred(self._counter)
+            except Exception as err:
+                self._internal(err)
         for fn in self._on_finish:
             try:
                 fn()
