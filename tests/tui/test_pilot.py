@@ -113,7 +113,7 @@ async def test_run_keys(demo_run):
         # ranks: step with ] and [, type one with r
         await pilot.press("right_square_bracket")
         await settle(pilot)
-        assert screen.rank == 1 and "rank 1 of 0–3" in header_text(app)
+        assert screen.rank == 1 and "rank 1 · ranks 0–3" in header_text(app)
         await pilot.press("left_square_bracket")
         assert screen.rank == 0
         await pilot.press("r")

@@ -213,7 +213,7 @@ class RunScreen(Screen):
             t.append("  waiting for the run to write…", style="yellow")
         ranks = st.ranks
         span = f"{ranks[0]}–{ranks[-1]}" if len(ranks) > 1 else (str(ranks[0]) if ranks else "-")
-        t.append(f"  rank {self.rank} of {span}", style="bold #5fafff")
+        t.append(f"  rank {self.rank} · ranks {span}", style="bold #5fafff")
         t.append(f"  sessions {st.sessions}")
         if st.last_step is not None:
             t.append(f"  step {st.last_step}")
