@@ -21,6 +21,7 @@ import polars as pl
 from . import _format as F
 from ._catalog import resolve_run
 from ._logfile import LogFile, _unwrap, active_offsets, hide_thresholds, read_header
+from ._names import check_name
 from ._runfile import parse_event_file_name, read_run_json
 
 #: Columns of :meth:`RunReader.scalars` and :meth:`RunReader.timers` frames.
@@ -53,6 +54,14 @@ SYSTEM_SCHEMA = {
     "value": pl.Float64,
 }
 _KINDS = {"scalar": F.KIND_SCALAR, "timer": F.KIND_TIMER, "system": F.KIND_SYSTEM, "text": F.KIND_TEXT, "media": F.KIND_MEDIA}
+
+
+def _safe_name(value: object) -> str | None:
+    """``value`` if it is a valid path component (``_names.check_name``), else None."""
+    try:
+        return check_name(value, "name")
+    except ValueError:
+        return None
 
 
 def _as_tags(tags: str | Iterable[str] | None) -> set[str] | None:
@@ -106,11 +115,13 @@ class RunReader:
 
     @property
     def id(self) -> str:
-        return self.meta.get("id") or os.path.basename(self.dir)
+        """The run id: run.json's, when it is a valid name (callers build file names
+        from it), else the folder's name."""
+        return _safe_name(self.meta.get("id")) or os.path.basename(self.dir)
 
     @property
     def project(self) -> str:
-        return self.meta.get("project") or os.path.basename(os.path.dirname(self.dir))
+        return _safe_name(self.meta.get("project")) or os.path.basename(os.path.dirname(self.dir))
 
     @property
     def config(self) -> dict:

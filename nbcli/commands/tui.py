@@ -45,7 +45,7 @@ def tui(
 
 def _is_project(root: str, name: str) -> bool:
     """A project: a folder directly under the root that is not itself a run."""
-    if "/" in name or name in (".", "..") or os.path.isdir(name) and os.path.exists(os.path.join(name, "run.json")):
+    if not name or "/" in name or name in (".", "..") or os.path.isdir(name) and os.path.exists(os.path.join(name, "run.json")):
         return False
     path = os.path.join(root, name)
     return os.path.isdir(path) and not os.path.exists(os.path.join(path, "run.json"))
