@@ -305,9 +305,15 @@ class Run(MediaMixin):
             if len(text) > (16 << 20):
                 self._reject("bad_value", tag, "text longer than 16 MiB")
                 return
-            if not text.isascii() and not _is_utf8(text):
-                self._reject("bad_value", tag, "text has a lone surrogate (no UTF-8 form)")
-                return
+            if not text.isascii():
+                try:
+                    size = len(text.encode("utf-8"))
+                except UnicodeEncodeError:
+                    self._reject("bad_value", tag, "text has a lone surrogate (no UTF-8 form)")
+                    return
+                if size > (16 << 20):  # the limit is on the bytes stored
+                    self._reject("bad_value", tag, "text longer than 16 MiB of UTF-8")
+                    return
             ms = (_mono_ns() - self._t0) // 1_000_000 & 0xFFFFFFFF
             if step is None:  # no step yet in this session: the next one known
                 self._defer(("text", tid, ms, text))

@@ -49,7 +49,9 @@ def to_json_config(config: object) -> dict:
 
     Accepts a mapping, a dataclass instance, an ``argparse.Namespace``, an object with
     ``to_dict()``, or an OmegaConf container. Values that are not JSON-able are stored
-    as their ``repr``; reference cycles become the string ``"<cycle>"``.
+    as their ``repr`` (``"<T object: repr() failed>"`` when that raises); reference
+    cycles become the string ``"<cycle>"``, values nested deeper than 100 levels
+    ``"<nested too deep>"``.
 
     Raises:
         TypeError: ``config`` is none of the accepted kinds.
@@ -85,26 +87,39 @@ def _dataclass_dict(obj: object) -> dict:
     return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
 
 
-def _jsonable(obj: object, seen: set[int]) -> object:
+_MAX_DEPTH = 100  # config nesting kept; deeper values become "<nested too deep>"
+
+
+def _jsonable(obj: object, seen: set[int], depth: int = 0) -> object:
     if obj is None or isinstance(obj, (bool, int, str)):
         return obj
     if isinstance(obj, float):
         return obj if obj == obj and obj not in (float("inf"), float("-inf")) else repr(obj)
     if id(obj) in seen:
         return "<cycle>"
-    if isinstance(obj, Mapping):
-        seen.add(id(obj))
-        out = {str(k): _jsonable(v, seen) for k, v in obj.items()}
-        seen.discard(id(obj))
-        return out
-    if isinstance(obj, (list, tuple)):
-        seen.add(id(obj))
-        out_list = [_jsonable(v, seen) for v in obj]
-        seen.discard(id(obj))
-        return out_list
-    if _is_dataclass_instance(obj):
-        return _jsonable(_dataclass_dict(obj), seen)
-    return repr(obj)
+    if depth >= _MAX_DEPTH:
+        return "<nested too deep>"
+    try:
+        if isinstance(obj, Mapping):
+            seen.add(id(obj))
+            try:
+                return {str(k): _jsonable(v, seen, depth + 1) for k, v in obj.items()}
+            finally:
+                seen.discard(id(obj))
+        if isinstance(obj, (list, tuple)):
+            seen.add(id(obj))
+            try:
+                return [_jsonable(v, seen, depth + 1) for v in obj]
+            finally:
+                seen.discard(id(obj))
+        if _is_dataclass_instance(obj):
+            return _jsonable(_dataclass_dict(obj), seen, depth + 1)
+    except Exception:  # a container that cannot be walked (items() raising...): kept as its repr
+        pass
+    try:
+        return repr(obj)
+    except Exception:
+        return f"<{type(obj).__name__} object: repr() failed>"
 
 
 def write_json_atomic(path: str, data: dict) -> None:
