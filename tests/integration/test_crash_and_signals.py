@@ -84,7 +84,14 @@ LOG_N_AND_WAIT = f"""
         run.add_scalar("x", float(step), step=step)
     run.add_text("t", "last words", step={N} - 1)
     print("READY", flush=True)
-    signal.pause()
+    # Wait for nb's SIGTERM handler to have flushed (the writer alone would not for a
+    # minute). Not signal.pause(): a signal landing just before it would leave the
+    # process paused forever once the handler returns (SIGTERM ignored).
+    import time
+    log = os.path.join(run.dir, "events.r0.s0.log")
+    deadline = time.monotonic() + 30
+    while os.path.getsize(log) < {N} * 24 and time.monotonic() < deadline:
+        time.sleep(0.01)
     print("ALIVE", flush=True)
     os._exit(0)  # no finish, no atexit: only a SIGTERM handler can have flushed
 """
