@@ -95,6 +95,8 @@ def write_frame(df: pl.DataFrame, dest: str | os.PathLike | IO[bytes], fmt: str)
         path = os.fspath(dest)
         folder = os.path.dirname(os.path.abspath(path))
         tmp = os.path.join(folder, f".{os.path.basename(path)}.{secrets.token_hex(4)}.tmp")
+        if not os.path.isdir(folder):  # name the user's path, not our temp file
+            raise FileNotFoundError(2, "the folder does not exist", folder)
         try:
             with open(tmp, "xb") as f:
                 _write(df, f, fmt)

@@ -138,3 +138,11 @@ def test_hive_usage_errors(cli, runs, tmp_path):
     assert cli("export", "--root", str(runs), "-o", str(tmp_path), "--rank", "1").exit_code == 2
     result = cli("export", "--root", str(tmp_path / "missing"), "-o", str(tmp_path / "ds"))
     assert result.exit_code == 1 and "does not exist" in result.stderr
+
+
+def test_missing_output_folder_is_named_not_a_temp_file(cli, runs, tmp_path):
+    missing = tmp_path / "no" / "such"
+    result = export(cli, runs, "-o", str(missing / "x.csv"))
+    assert result.exit_code == 1
+    assert str(missing) in result.stderr and ".tmp" not in result.stderr
+    assert not missing.exists()
