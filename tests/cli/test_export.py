@@ -142,7 +142,7 @@ def test_hive_usage_errors(cli, runs, tmp_path):
 
 def test_missing_output_folder_is_named_not_a_temp_file(cli, runs, tmp_path):
     missing = tmp_path / "no" / "such"
-    result = export(cli, runs, "-o", str(missing / "x.csv"))
+    result = cli("export", "ddp-00000001", "--root", str(runs), "-o", str(missing / "x.csv"))
     assert result.exit_code == 1
     assert str(missing) in result.stderr and ".tmp" not in result.stderr
     assert not missing.exists()
