@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 import os
+from enum import Enum
 from typing import Annotated
 
 import typer
 
 from .._options import Root
+
+
+class Images(str, Enum):
+    """How images are drawn (``nbcli.tui.widgets.picture.IMAGE_MODES``, not imported here)."""
+
+    auto = "auto"
+    kitty = "kitty"
+    sixel = "sixel"
+    halfblock = "halfblock"
 
 
 def tui(
@@ -22,8 +32,14 @@ def tui(
         typer.Option("--interval", "-i", min=0.1, metavar="SECONDS", envvar="NB_TUI_INTERVAL",
                      help="Seconds between reads of new data.", show_envvar=True),
     ] = 1.0,
+    images: Annotated[
+        Images,
+        typer.Option("--images", envvar="NB_TUI_IMAGE", show_envvar=True, case_sensitive=False,
+                     help="How the media view draws images (auto: Kitty or Sixel graphics where the terminal "
+                          "is known to draw them, else half blocks)."),
+    ] = Images.auto,
 ) -> None:
-    """Browse runs in a terminal UI: tag tree, live plots, ranks, timers, system metrics, text.
+    """Browse runs in a terminal UI: tag tree, live plots, ranks, timers, system metrics, text, media.
 
     RUN opens that run; PROJECT opens the runs screen with that project's runs; nothing
     opens every run under the root. Press ? inside for the keys, q to quit.
@@ -40,7 +56,7 @@ def tui(
             runs = [resolve_run(target, root)]  # errors reach nb's error boundary
     from ..tui.app import NbTui
 
-    NbTui(root=root, runs=runs, project=project, poll_s=interval).run()
+    NbTui(root=root, runs=runs, project=project, poll_s=interval, image_mode=images.value).run()
 
 
 def _is_project(root: str, name: str) -> bool:

@@ -17,7 +17,8 @@ from .screens.runs import RunsScreen
 class NbTui(App):
     """``runs``: run folders to open (several are overlaid); else the runs screen of
     ``root`` (only ``project``'s runs when given). ``poll_s``: seconds between reads of
-    new data (0: read once, for tests)."""
+    new data (0: read once, for tests). ``image_mode``: how the media view draws
+    images: "auto", "kitty", "sixel" or "halfblock" (``nbcli.tui.widgets.picture``)."""
 
     CSS_PATH = "nb.tcss"
     TITLE = "nb"
@@ -27,8 +28,9 @@ class NbTui(App):
     ]
 
     def __init__(self, *, root: str = "nb_runs", runs: list[str] | None = None, project: str | None = None,
-                 poll_s: float = 1.0):
+                 poll_s: float = 1.0, image_mode: str = "auto"):
         super().__init__()
+        self.image_mode = image_mode
         self.root = root
         self.runs = list(runs or [])
         self.project = project

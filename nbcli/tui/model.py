@@ -40,6 +40,7 @@ class Request:
     buckets: int = 200
     machine: int = -1  # -1: every machine (small multiples)
     timer: str | None = None
+    media: tuple | None = None  # the media record (or (tag,)) under the cursor
 
 
 @dataclass
@@ -71,6 +72,7 @@ class RunModel:
         self.lock = threading.Lock()
         self.smoother = Smoother()
         self._used: OrderedDict[tuple, None] = OrderedDict()
+        self._media = None  # a MediaSource, once the media view asks
 
     def preload(self, rank: int = 0) -> None:
         """Read ``rank``'s files now (start it in a thread while the UI starts: the
@@ -137,7 +139,8 @@ class RunModel:
     # -- views ------------------------------------------------------------------------------
 
     def view(self, req: Request, default_tag: str | None) -> object:
-        fn = {"scalars": self._scalars, "timers": self._timers, "system": self._system, "text": self._text}[req.view]
+        fn = {"scalars": self._scalars, "timers": self._timers, "system": self._system, "text": self._text,
+              "media": self._media_view}[req.view]
         out = fn(req, default_tag)
         self._trim()
         return out
@@ -249,6 +252,15 @@ class RunModel:
             plots.append(system_spec("GPU temperature °C", per_gpu("temperature_c"), b))
             plots.append(system_spec("GPU power W", per_gpu("power_w"), b))
         return SystemData(grid, names, req.machine if 0 <= req.machine < len(names) else -1, plots)
+
+    def _media_view(self, req: Request, _default: str | None):
+        from .media import MediaSource
+
+        if self._media is None:
+            self._media = MediaSource(self.primary.dir)
+        else:  # every time: what was appended while another view was shown is read too
+            self._media.refresh()
+        return self._media.view(req.rank, req.media)
 
     def _text(self, req: Request, _default: str | None) -> TextData:
         entries = self.primary.text(req.rank)

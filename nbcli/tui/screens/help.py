@@ -20,12 +20,16 @@ KEYS = [
         ("enter", "open the run, or the selected runs overlaid"), ("space", "select a run to overlay"),
     ]),
     ("run", [
-        ("1 2 3 4", "plots · timers · system · text"), ("/", "filter tags (type; enter to return to the tree)"),
+        ("1 2 3 4 5", "plots · timers · system · text · media"), ("/", "filter tags (type; enter to return to the tree)"),
         ("enter / space", "select a tag (several make a grid); c clears"),
         ("x", "x axis: step → wall time → active time (queue gaps left out)"),
         ("s / S", "more / less EMA smoothing (the raw curve stays, faint)"), ("l", "log y axis"),
         ("[ / ]", "previous / next rank"), ("r", "type a rank"),
-        ("m", "system: one machine after another, then all"),
+        ("m", "system: one machine after another, then all"), ("f5", "read new data now"),
+    ]),
+    ("media", [
+        ("↑ ↓", "move through tags and steps (the image, or the histogram of that step)"),
+        ("enter / space", "open or close a tag"),
     ]),
 ]
 
@@ -34,7 +38,9 @@ LEGEND = (
     "session at later steps are hidden, as every reader hides them). Long series are drawn from the min and "
     "max of each bucket — display only; the note above a plot says so. Timers: the slowest rank is in red; "
     "the band is min–max across ranks of seconds per step, with the median and the slowest rank's line. "
-    "System: GPU grid coloured by utilization (red idle, yellow low, green busy)."
+    "System: GPU grid coloured by utilization (red idle, yellow low, green busy). Media: images in Kitty's "
+    "or Sixel graphics where the terminal has them, else half blocks (nb tui --images); histograms as the bars "
+    "of one step over a heat strip of all steps (rows: steps, shade: share of a step's values in each range)."
 )
 
 

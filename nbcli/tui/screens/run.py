@@ -1,5 +1,5 @@
 """One run (or several overlaid): plots of scalars, timers across ranks, system
-metrics per machine, text — for the selected rank, live.
+metrics per machine, text, media — for the selected rank, live.
 
 Reading happens in thread workers (``_load``) that post results as messages; a
 ``set_interval`` poll asks for what was appended since the previous poll only.
@@ -23,12 +23,15 @@ from ..model import MAX_PLOTS, Request, RunModel, SystemData, TextData, TimersDa
 from ..plotdata import AXES, AXIS_NAMES, SMOOTHING
 from ..text import fmt_seconds, lit, lit_block
 from ..widgets.gpugrid import GpuGrid
+from ..widgets.medialist import MediaList
+from ..widgets.mediapane import MediaPane
 from ..widgets.plot import BraillePlot, PlotSpec
 from ..widgets.tagtree import TagTree
 from .prompt import RankPrompt
 
-VIEWS = ("scalars", "timers", "system", "text")
-FOCUS = {"scalars": "#tags", "timers": "#timer-table", "system": "#sys-scroll", "text": "#text-log"}
+VIEWS = ("scalars", "timers", "system", "text", "media")
+FOCUS = {"scalars": "#tags", "timers": "#timer-table", "system": "#sys-scroll", "text": "#text-log",
+         "media": "#media-list"}
 STATUS_STYLE = {"running": "bold green", "finished": "bold", "failed": "bold red", "stale": "yellow"}
 
 
@@ -62,6 +65,7 @@ class RunScreen(Screen):
         Binding("2", "view('timers')", "timers"),
         Binding("3", "view('system')", "system"),
         Binding("4", "view('text')", "text"),
+        Binding("5", "view('media')", "media"),
         Binding("x", "cycle_axis", "x axis"),
         Binding("s", "smooth(1)", "smooth+"),
         Binding("S", "smooth(-1)", "smooth-", show=False),
@@ -73,6 +77,7 @@ class RunScreen(Screen):
         Binding("slash", "focus_filter", "filter"),
         Binding("c", "clear_selection", "clear", show=False),
         Binding("escape", "back", "back", show=False),
+        Binding("f5", "reload", "reload", show=False),
     ]
 
     def __init__(self, run_dirs: list[str], poll_s: float = 1.0, model: RunModel | None = None):
@@ -95,6 +100,7 @@ class RunScreen(Screen):
         self._text_count = 0
         self._machines = 0
         self._timer_rows: list[dict] = []
+        self._media_key: tuple | None = None
 
     # -- layout -----------------------------------------------------------------------
 
@@ -116,6 +122,8 @@ class RunScreen(Screen):
                 yield VerticalScroll(PlotGrid(id="sys-plots"), id="sys-scroll")
             with TabPane("Text", id="text"):
                 yield RichLog(id="text-log", markup=False, highlight=False, wrap=True, max_lines=5000)
+            with TabPane("Media", id="media"):
+                yield MediaPane(getattr(self.app, "image_mode", "auto"), id="media-pane")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -139,6 +147,8 @@ class RunScreen(Screen):
         """Ask a worker for the current view's data (after reading new bytes if
         ``refresh``)."""
         self._seq += 1
+        if self.view == "media":
+            self._media_key = self.query_one(MediaPane).highlighted
         tree = self.query_one(TagTree)
         tags = tuple(tree.selected) or ((self.highlighted_tag,) if self.highlighted_tag else ())
         # min/max buckets: two per Braille column of the widest plot the terminal allows
@@ -148,7 +158,7 @@ class RunScreen(Screen):
         req = Request(
             seq=self._seq, view=self.view, refresh=refresh, rank=self.rank, tags=tags[:MAX_PLOTS],
             axis=self.axis, smoothing=self.smoothing, logy=self.logy, buckets=buckets, machine=self.machine,
-            timer=self.timer,
+            timer=self.timer, media=self._media_key,
         )
         if refresh:
             self._polling = True
@@ -197,6 +207,8 @@ class RunScreen(Screen):
             self._show_system(message.data)
         elif message.view == "text":
             self._show_text(message.data)
+        elif message.view == "media":
+            self.query_one(MediaPane).show(message.data)
 
     # -- rendering ------------------------------------------------------------------------
 
@@ -298,6 +310,11 @@ class RunScreen(Screen):
             if not self.query_one(TagTree).selected:
                 self.request()
 
+    @on(MediaList.Highlighted)
+    def _media_highlight(self, event: MediaList.Highlighted) -> None:
+        if self.view == "media" and event.key != self._media_key:
+            self.request()
+
     @on(Input.Changed, "#tag-filter")
     def _filter(self, event: Input.Changed) -> None:
         tree = self.query_one(TagTree)
@@ -316,6 +333,10 @@ class RunScreen(Screen):
         # focus a widget of the new pane: TabbedContent shows the pane holding the focus
         self.query_one(FOCUS[view]).focus()
         self.query_one(TabbedContent).active = view
+
+    def action_reload(self) -> None:
+        """Read what was appended now (without waiting for the next poll)."""
+        self.request(refresh=True)
 
     def action_cycle_axis(self) -> None:
         self.axis = AXES[(AXES.index(self.axis) + 1) % len(AXES)]
