@@ -37,10 +37,6 @@ _COMPACT_BELOW = 256 << 10  # records in blocks smaller than this are merged ...
 _COMPACT_COUNT = 64  # ... once this many small blocks piled up
 
 
-def _cat(parts: list[np.ndarray]) -> np.ndarray:
-    return parts[0] if len(parts) == 1 else np.concatenate(parts)
-
-
 class Series:
     """One tag of one rank at full resolution; grows as the run is written.
 
@@ -66,10 +62,11 @@ class Series:
         self.version += 1
         self.rebuilt += 1
 
-    def _append(self, cols: dict[str, np.ndarray]) -> None:
-        k = len(cols["step"])
-        if not k:
-            return
+    def _fill(self, picks: list, session: int, wall0: float, offset: float, wrapped: bool) -> None:
+        """Append the records ``idx`` of each ``(block, start ms, idx)`` in ``picks``
+        (raw records of session ``session``, whose clock started at unix time ``wall0``
+        and after ``offset`` active seconds); ``wrapped``: unwrap u32 milliseconds."""
+        k = sum(len(idx) for _b, _start, idx in picks)
         need = self.n + k
         cap = len(self._buf["step"])
         if need > cap:
@@ -78,8 +75,17 @@ class Series:
                 nb = np.empty(new_cap, dt)
                 nb[: self.n] = self._buf[name][: self.n]
                 self._buf[name] = nb
-        for name, _dt in self._FIELDS:
-            self._buf[name][self.n : need] = cols[name]
+        buf, o = self._buf, self.n
+        for b, start, idx in picks:
+            sl = slice(o, o + len(idx))
+            np.take(b["step"], idx, out=buf["step"][sl])
+            np.take(b["value"], idx, out=buf["value"][sl])
+            ms = b["ms"][idx]
+            secs = np.divide(_unwrap(ms, start) if wrapped else ms, 1000.0, out=buf["wall"][sl])
+            np.add(secs, offset, out=buf["active"][sl])
+            secs += wall0
+            buf["session"][sl] = session
+            o += len(idx)
         self.n = need
         self.version += 1
 
@@ -124,14 +130,21 @@ class _File:
                     continue
                 self.starts.append(self.prev_ms)
                 self.blocks.append(arr)
-                self.prev_ms = int(_unwrap(arr["ms"], self.prev_ms)[-1])
+                if self.lf.ms_wrapped:  # a session of 24.8 days or more
+                    self.prev_ms = int(_unwrap(arr["ms"], self.prev_ms)[-1])
+                else:  # no time reached 2**31 ms: none wrapped
+                    self.prev_ms = int(arr["ms"][-1])
                 if system is None:
                     system = np.zeros(max(self.lf.tags, default=0) + 1, bool)
                     for tid, (k, _n) in self.lf.tags.items():
                         system[tid] = k == F.KIND_SYSTEM
+                    every_known = not system.any()
                 t = arr["tag"]
-                known = t < len(system)
-                steps = arr["step"][known & ~system[np.minimum(t, len(system) - 1)]]
+                if every_known and int(t.max()) < len(system):
+                    steps = arr["step"]  # no system metric in this block (the common case)
+                else:
+                    known = t < len(system)
+                    steps = arr["step"][known & ~system[np.minimum(t, len(system) - 1)]]
                 if len(steps):
                     top = int(steps.max())
                     self.last_step = top if self.last_step is None else max(self.last_step, top)
@@ -232,67 +245,36 @@ class LiveRun:
 
     def _extract(self, rank: int, kind: str, series: dict[str, Series], since: dict[int, int] | None) -> None:
         """Append to ``series`` (tag → Series of ``rank``) the points of blocks from
-        ``since[session]`` on (None: every block)."""
+        ``since[session]`` on (None: every block), copied once, straight from the raw
+        records into the series' columns."""
         code = _KIND[kind]
         files = self._files[rank]
         th = self._thresholds(rank) if kind != "system" else {}
         off = self._offsets(rank)
         for s in sorted(files):
             f = files[s]
-            tids = f.tids(code, set(series))
-            if not tids:
-                continue
-            order = sorted(set(tids.values()))
-            lut = np.full(max(f.lf.tags) + 1, -1, np.int32)
-            for tid, name in tids.items():
-                lut[tid] = order.index(name)
-            only = next(iter(tids)) if len(tids) == 1 else None
             first = 0 if since is None else since.get(s, 0)
             if first >= len(f.blocks):
                 continue
-            parts = []
-            for b, start in zip(f.blocks[first:], f.starts[first:], strict=True):
-                t = b["tag"]
-                if only is not None:
-                    idx = np.flatnonzero(t == only)
-                    g = None
-                else:
-                    # an id past the table has no definition: never another tag's point
-                    g = np.where(t < len(lut), lut[np.minimum(t, len(lut) - 1)], -1)
-                    idx = np.flatnonzero(g >= 0)
-                if not len(idx):
-                    continue
-                ms = _unwrap(b["ms"][idx], start)
-                parts.append((b["step"][idx], b["value"][idx], ms, g[idx] if g is not None else None))
-            if not parts:
+            ids: dict[str, list[int]] = {}
+            for tid, name in f.tids(code, set(series)).items():
+                ids.setdefault(name, []).append(tid)
+            if not ids:
                 continue
-            step = _cat([p[0] for p in parts])
-            value = _cat([p[1] for p in parts])
-            ms = _cat([p[2] for p in parts])
-            gid = _cat([p[3] for p in parts]) if only is None else None
+            blocks = list(zip(f.blocks[first:], f.starts[first:], strict=True))
             limit = th.get(s)
-            if limit is not None and len(step) and step.max() >= limit:
-                keep = step < limit
-                step, value, ms = step[keep], value[keep], ms[keep]
-                gid = gid[keep] if gid is not None else None
-            secs = ms / 1000.0
-            for i, name in enumerate(order):
-                if gid is None:
-                    cols = {"step": step, "value": value, "secs": secs}
-                else:
-                    m = gid == i
-                    if not m.any():
-                        continue
-                    cols = {"step": step[m], "value": value[m], "secs": secs[m]}
-                series[name]._append(
-                    {
-                        "step": cols["step"],
-                        "value": cols["value"],
-                        "wall": f.wall0 + cols["secs"],
-                        "active": off[s] + cols["secs"],
-                        "session": np.full(len(cols["step"]), s, np.int32),
-                    }
-                )
+            shown = [None if limit is None else b["step"] < limit for b, _start in blocks]
+            for name, tids in ids.items():
+                picks = []
+                for (b, start), keep in zip(blocks, shown, strict=True):
+                    hit = b["tag"] == tids[0] if len(tids) == 1 else np.isin(b["tag"], tids)
+                    if keep is not None:
+                        hit &= keep
+                    idx = np.flatnonzero(hit)
+                    if len(idx):
+                        picks.append((b, start, idx))
+                if picks:
+                    series[name]._fill(picks, s, f.wall0, off[s], f.lf.ms_wrapped)
 
     def series(self, rank: int, tags: Iterable[str], kind: str = "scalar") -> dict[str, Series]:
         """The :class:`Series` of ``tags`` of ``rank`` (kind "scalar", "timer" or

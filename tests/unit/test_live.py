@@ -94,3 +94,27 @@ def test_many_small_blocks_are_merged(tmp_path):
         live.refresh()
     assert s.step.tolist() == list(range(200))
     assert live.sessions(0)[0]["blocks"] < 70
+
+
+def test_a_session_longer_than_the_u32_millisecond_clock_unwraps(tmp_path):
+    """Point times are u32 milliseconds (they wrap after 49.7 days); readers unwrap them,
+    within a frame and across frames, live and bulk alike."""
+    run_dir = tmp_path / "p" / "long"
+    run_dir.mkdir(parents=True)
+    (run_dir / "run.json").write_text('{"id": "long", "project": "p"}')
+    top = 1 << 32
+    # a real session writes at least a heartbeat a minute: no two times 2**31 ms apart
+    q = 1 << 30
+    ms_true = [10, 2 * q + 5, top - 20, top - 10, top + 5, top + 15, top + q + 7, top + 3 * q, 2 * top + 9]
+    frames = [[0], [1], [2, 3, 4], [5, 6, 7], [8]]  # wraps inside a frame (3-4) and between frames (7-8)
+    data = F.file_header() + F.json_frame(F.FRAME_SESSION, {"rank": 0, "session": 0, "wall_start": 1000.0})
+    data += F.frame(F.FRAME_TAGS, F.encode_tag_defs([(0, F.KIND_SCALAR, "loss")]))
+    for idx in frames:
+        data += F.frame(F.FRAME_POINTS, b"".join(F.POINT.pack(i, i * 0.5, 0, ms_true[i] % top) for i in idx))
+    (run_dir / "events.r0.s0.log").write_bytes(data)
+    expect = np.array(ms_true) / 1000.0
+    live = LiveRun(str(run_dir))
+    s = live.series(0, ["loss"])["loss"]
+    np.testing.assert_allclose(s.active, expect)
+    np.testing.assert_allclose(s.wall, 1000.0 + expect)
+    same_as_reader(live, RunReader(str(run_dir)), 0, "loss")
