@@ -98,6 +98,7 @@ class MediaSource:
 
     @property
     def reader(self):
+        """The :class:`nblog.RunReader` of the run (opened on first use)."""
         if self._reader is None:
             from nblog import RunReader
 

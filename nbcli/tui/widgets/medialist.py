@@ -65,6 +65,7 @@ class MediaList(Tree):
 
     @property
     def cursor_key(self) -> tuple | None:
+        """The key of the node under the cursor: a record key, ``(tag,)``, or None."""
         node = self.cursor_node
         return node.data if node is not None else None
 
