@@ -75,11 +75,14 @@ class RunModel:
         self._media = None  # a MediaSource, once the media view asks
 
     def preload(self, rank: int = 0) -> None:
-        """Read ``rank``'s files now (start it in a thread while the UI starts: the
-        first plot then waits only for what is left)."""
+        """Read ``rank``'s files and extract the tag the run screen plots first (the
+        first scalar tag in sorted order) now: started in a thread while the UI
+        starts, the first plot then waits only for what is left."""
         with self.lock:
-            for live in self.runs:
-                live.tags(rank)
+            tags = sorted({t for live in self.runs for t in live.tags(rank, "scalar")})
+            if tags:
+                for live in self.runs:
+                    live.series(rank, tags[:1])
 
     def preload_in_background(self, rank: int = 0) -> threading.Thread:
         thread = threading.Thread(target=self.preload, args=(rank,), name="nb-tui-preload", daemon=True)
