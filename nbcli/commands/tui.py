@@ -54,9 +54,14 @@ def tui(
             project = target
         else:
             runs = [resolve_run(target, root)]  # errors reach nb's error boundary
+    lives = None
+    if runs:  # read the run while Textual imports and starts
+        from ..tui.preload import start
+
+        lives = start(runs)
     from ..tui.app import NbTui
 
-    NbTui(root=root, runs=runs, project=project, poll_s=interval, image_mode=images.value).run()
+    NbTui(root=root, runs=runs, project=project, poll_s=interval, image_mode=images.value, lives=lives).run()
 
 
 def _is_project(root: str, name: str) -> bool:

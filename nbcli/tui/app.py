@@ -17,7 +17,8 @@ from .screens.runs import RunsScreen
 class NbTui(App):
     """``runs``: run folders to open (several are overlaid); else the runs screen of
     ``root`` (only ``project``'s runs when given). ``poll_s``: seconds between reads of
-    new data (0: read once, for tests). ``image_mode``: how the media view draws
+    new data (0: read once, for tests). ``lives``: the runs already opened by
+    :func:`nbcli.tui.preload.start`. ``image_mode``: how the media view draws
     images: "auto", "kitty", "sixel" or "halfblock" (``nbcli.tui.widgets.picture``)."""
 
     CSS_PATH = "nb.tcss"
@@ -28,7 +29,7 @@ class NbTui(App):
     ]
 
     def __init__(self, *, root: str = "nb_runs", runs: list[str] | None = None, project: str | None = None,
-                 poll_s: float = 1.0, image_mode: str = "auto"):
+                 poll_s: float = 1.0, image_mode: str = "auto", lives: list | None = None):
         super().__init__()
         self.image_mode = image_mode
         self.root = root
@@ -36,9 +37,10 @@ class NbTui(App):
         self.project = project
         self.poll_s = poll_s
         self._model = None
-        if self.runs:  # start reading while Textual starts
-            self._model = RunModel(self.runs)
-            self._model.preload_in_background()
+        if self.runs:
+            self._model = RunModel(self.runs, lives)
+            if lives is None:  # else nbcli.tui.preload.start is reading them already
+                self._model.preload_in_background()  # read while Textual starts
 
     def on_mount(self) -> None:
         if self.runs:

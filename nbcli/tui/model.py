@@ -20,6 +20,7 @@ from nblog._live import LiveRun
 
 from .messages import RunStatus
 from .plotdata import AXIS_NAMES, Smoother, band_spec, scalar_spec, system_spec
+from .preload import preload
 
 MAX_PLOTS = 6
 KEEP_SERIES = 128
@@ -67,22 +68,21 @@ class TextData:
 
 
 class RunModel:
-    def __init__(self, run_dirs: list[str]):
-        self.runs = [LiveRun(d) for d in run_dirs]
+    """The data behind the run screen. ``lives``: the runs already opened (and being
+    read) by :func:`nbcli.tui.preload.start`; else each of ``run_dirs`` is opened here."""
+
+    def __init__(self, run_dirs: list[str], lives: list[LiveRun] | None = None):
+        self.runs = lives or [LiveRun(d) for d in run_dirs]
         self.lock = threading.Lock()
         self.smoother = Smoother()
         self._used: OrderedDict[tuple, None] = OrderedDict()
         self._media = None  # a MediaSource, once the media view asks
 
     def preload(self, rank: int = 0) -> None:
-        """Read ``rank``'s files and extract the tag the run screen plots first (the
-        first scalar tag in sorted order) now: started in a thread while the UI
-        starts, the first plot then waits only for what is left."""
+        """Read ``rank``'s files and extract the tag the run screen plots first, now
+        (:func:`nbcli.tui.preload.preload`)."""
         with self.lock:
-            tags = sorted({t for live in self.runs for t in live.tags(rank, "scalar")})
-            if tags:
-                for live in self.runs:
-                    live.series(rank, tags[:1])
+            preload(self.runs, rank)
 
     def preload_in_background(self, rank: int = 0) -> threading.Thread:
         thread = threading.Thread(target=self.preload, args=(rank,), name="nb-tui-preload", daemon=True)
