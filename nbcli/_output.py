@@ -13,23 +13,29 @@ and never reach the terminal raw.
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
+import json.encoder
 import math
 import os
 import re
 import sys
+import time
+from collections import namedtuple
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
 
+# typing and dataclasses are not imported: they would add a good part of the start-up
+# time of `nb ls`, which this module is on the path of
+TYPE_CHECKING = False
 if TYPE_CHECKING:  # Rich is imported only when a terminal gets a table (plain output is faster)
+    from typing import Any
+
     from rich.console import Console
 
 # C0 controls, DEL, C1 controls, bidirectional marks/overrides/isolates, line and
 # paragraph separators, BOM, lone surrogates.
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff\ud800-\udfff]")
 _NAMED = {"\n": "\\n", "\t": "\\t", "\r": "\\r", "\\": "\\\\"}
+_encode_str = json.encoder.encode_basestring  # how json.dumps(ensure_ascii=False) writes a str
 _JSON_UNSAFE = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff\ud800-\udfff]")
 
 
@@ -51,12 +57,11 @@ def clean(value: object) -> str:
     return _CONTROL.sub(_escape, s.replace("\\", "\\\\"))
 
 
-class Styled(NamedTuple):
+class Styled(namedtuple("Styled", ["text", "style"], defaults=[""])):
     """Clean text (see :func:`clean`) with a Rich style (used on a terminal only),
     never parsed as markup. Make it with :func:`data` for logged data."""
 
-    text: str
-    style: str = ""
+    __slots__ = ()
 
 
 def data(value: object, style: str = "") -> Styled:
@@ -124,7 +129,18 @@ def fmt_time(unix: float | None) -> str:
     """Local time ``YYYY-MM-DD HH:MM:SS``; ``-`` for missing."""
     if not isinstance(unix, (int, float)) or not math.isfinite(unix):
         return "-"
-    return _dt.datetime.fromtimestamp(unix).strftime("%Y-%m-%d %H:%M:%S")
+    # the second datetime.fromtimestamp(unix) shows (microseconds rounded half to even,
+    # carried into the second), through time.localtime: the same text, 2-3x faster
+    frac, whole = math.modf(unix)
+    us = round(frac * 1e6)
+    if us >= 1_000_000:
+        whole += 1
+    elif us < 0:
+        whole -= 1
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(int(whole)))
+    except (OverflowError, OSError, ValueError):  # out of the platform's range
+        return "-"
 
 
 def fmt_bytes(n: int | None) -> str:
@@ -142,13 +158,10 @@ def fmt_bytes(n: int | None) -> str:
 # -- output ---------------------------------------------------------------------------------
 
 
-@dataclass
-class Column:
+class Column(namedtuple("Column", ["header", "numeric", "style"], defaults=[False, ""])):
     """A table column: header, right-aligned (numbers) or not, and a Rich style."""
 
-    header: str
-    numeric: bool = False
-    style: str = ""
+    __slots__ = ()
 
 
 Cell = Styled | str | int | float | None
@@ -208,12 +221,13 @@ class Output:
                 t.add_row(*(_cell(v) for v in row))
             self.console.print(t)
             return
-        out = sys.stdout
-        if title is not None:
-            out.write(f"# {title}\n")
-        out.write("\t".join(c.header for c in columns) + "\n")
-        for row in rows:
-            out.write("\t".join(_plain(v) for v in row) + "\n")
+        # one write for the whole table: stdout may be unbuffered (PYTHONUNBUFFERED), and a
+        # write per line is then a system call per line
+        lines = [] if title is None else [f"# {title}"]
+        lines.append("\t".join(c.header for c in columns))
+        lines += ["\t".join([_plain(v) for v in row]) for row in rows]
+        lines.append("")
+        sys.stdout.write("\n".join(lines))
 
     def fields(self, pairs: Sequence[tuple[str, Cell]], title: str | None = None) -> None:
         """Key/value lines: aligned on a terminal, ``key<TAB>value`` otherwise."""
@@ -290,8 +304,15 @@ def _cell(v: Cell):
 
 
 def _plain(v: Cell) -> str:
+    t = type(v)
+    if t is Styled:
+        return v[0]  # the text, cleaned already (tabs escaped)
+    if t is str:
+        return clean(v)
+    if t is int:
+        return str(v)  # digits and a sign: nothing to clean
     if isinstance(v, Styled):
-        return v.text  # cleaned already (tabs escaped)
+        return v.text
     if v is None:
         return "-"
     if isinstance(v, float):
@@ -303,8 +324,59 @@ def json_text(obj: Any, indent: int | None = 2) -> str:
     """JSON of ``obj``: non-finite floats as "nan"/"inf"/"-inf", and the characters a
     terminal might act on (DEL, C1, bidirectional controls, lone surrogates) as
     ``\\uXXXX`` escapes, so the output is valid JSON and safe to print."""
-    text = json.dumps(_finite(obj), indent=indent, ensure_ascii=False, allow_nan=False, default=str)
-    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    text = _records_json(obj, indent) if type(indent) is int and isinstance(obj, list) else None
+    if text is None:
+        text = json.dumps(_finite(obj), indent=indent, ensure_ascii=False, allow_nan=False, default=str)
+    return _JSON_UNSAFE.sub(_json_escape, text)
+
+
+def _json_escape(m: re.Match) -> str:
+    return f"\\u{ord(m.group()):04x}"
+
+
+def _json_scalar(v: Any) -> str | None:
+    """``v`` as :func:`json.dumps` (``ensure_ascii=False``) writes it after
+    :func:`_finite`, or None for anything but a string, number, bool or None."""
+    if isinstance(v, str):
+        return _encode_str(v)
+    if v is None:
+        return "null"
+    if v is True:
+        return "true"
+    if v is False:
+        return "false"
+    if isinstance(v, int):
+        return int.__repr__(v)
+    if isinstance(v, float):
+        if math.isfinite(v):
+            return float.__repr__(v)
+        return '"nan"' if math.isnan(v) else ('"inf"' if v > 0 else '"-inf"')
+    return None
+
+
+def _records_json(rows: list, indent: int) -> str | None:
+    """The indented JSON of a list of flat records (dicts with string keys and scalar
+    values, as ``nb ls --json`` prints), character for character what ``json.dumps``
+    writes for them, without its pure-Python indenting encoder (several times slower);
+    None for anything else."""
+    if not rows:
+        return None
+    outer, inner = " " * indent, " " * (2 * indent)
+    items = []
+    for row in rows:
+        if not isinstance(row, dict):
+            return None
+        if not row:
+            items.append(outer + "{}")
+            continue
+        fields = []
+        for k, v in row.items():
+            value = _json_scalar(v)
+            if value is None or not isinstance(k, str):
+                return None
+            fields.append(f"{inner}{_encode_str(k)}: {value}")
+        items.append(f"{outer}{{\n" + ",\n".join(fields) + f"\n{outer}}}")
+    return "[\n" + ",\n".join(items) + "\n]"
 
 
 def _finite(obj: Any) -> Any:

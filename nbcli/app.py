@@ -1,25 +1,32 @@
-"""The ``nb`` Typer application and its single error boundary.
+"""The ``nb`` entry point and its single error boundary.
 
 Exit codes: 0 success; 1 a runtime failure (no such run, ambiguous prefix, unreadable
 file, ``--latest`` found nothing, ...); 2 a usage error (unknown option, bad value).
 Library errors become ``error: …`` and a ``hint: …`` on stderr, with no traceback
 unless ``--debug`` (or ``NB_DEBUG=1``) is given.
+
+This module stays light: the Typer command tree (``app``, in :mod:`nbcli._tree`) is
+built on first use, because importing Typer, and the Pydantic it runs every option
+value through, costs about 0.3 s of a one-second budget. ``nb ls`` in its plain forms
+is answered without it (:func:`nbcli._ls.fast_argv`); everything else, and every
+``nb ls`` the fast parser is not sure about, goes through Typer.
 """
 
 from __future__ import annotations
 
 import errno
 import os
-from typing import Annotated, Any
-
-import typer
-from typer.core import TyperGroup
+import sys
 
 from nblog import AmbiguousRunError, FormatVersionError, NbError, RunNotFoundError
 
-from . import __version__
 from ._output import error
-from .commands import export, ls, media, resume_id, show, tail, timers, tui
+
+TYPE_CHECKING = False  # not from typing: this module is on the path of `nb ls`, kept light
+if TYPE_CHECKING:  # provided by __getattr__ on first use
+    from typing import Any
+
+    from ._tree import NbGroup, app
 
 
 def _hint(exc: BaseException) -> tuple[str, list[str], str | None]:
@@ -51,71 +58,66 @@ def _hint(exc: BaseException) -> tuple[str, list[str], str | None]:
     )
 
 
-class NbGroup(TyperGroup):
-    """The root command group: turns exceptions from any subcommand into a message."""
+def report(exc: BaseException) -> None:
+    """Print ``error: …``, its details and a hint for ``exc`` on stderr."""
+    message, details, hint = _hint(exc)
+    error(message, hint, details)
 
-    def invoke(self, ctx: typer.Context) -> Any:
+
+def _debugging() -> bool:
+    return os.environ.get("NB_DEBUG", "") not in ("", "0")
+
+
+def _fast(argv: list[str]) -> int | None:
+    """Run ``nb ls`` without Typer when ``argv`` is one of its plain forms: the exit
+    code, or None when Typer must handle ``argv`` (anything else, --help, a usage
+    error, shell completion, --debug)."""
+    if argv[:1] != ["ls"] or _debugging() or "_NB_COMPLETE" in os.environ or "_TYPER_COMPLETE_ARGS" in os.environ:
+        return None
+    from ._ls import fast_argv, run_ls
+
+    args = fast_argv(argv[1:])
+    if args is None:
+        return None
+    try:
+        code = run_ls(**args)
+        sys.stdout.flush()
+        return code
+    except KeyboardInterrupt:
+        return 130
+    except OSError as exc:
+        if exc.errno != errno.EPIPE:
+            report(exc)
+            return 1
+        # the reader went away (`nb ls | head`): as Click does, exit 1 quietly
         try:
-            return super().invoke(ctx)
-        except (typer.Exit, typer.Abort, KeyboardInterrupt, SystemExit):
-            raise
-        except Exception as exc:
-            if _is_click_exception(exc) or (isinstance(exc, OSError) and exc.errno == errno.EPIPE):
-                raise
-            if ctx.params.get("debug") or os.environ.get("NB_DEBUG", "") not in ("", "0"):
-                raise
-            message, details, hint = _hint(exc)
-            error(message, hint, details)
-            raise typer.Exit(1) from None
-
-
-def _is_click_exception(exc: BaseException) -> bool:
-    from typer._click.exceptions import ClickException
-
-    return isinstance(exc, ClickException)
-
-
-app = typer.Typer(
-    cls=NbGroup,
-    name="nb",
-    help="Inspect, tail, export and resume training runs logged with nblog.",
-    no_args_is_help=True,
-    context_settings={"help_option_names": ["-h", "--help"]},
-    rich_markup_mode=None,
-    pretty_exceptions_show_locals=False,
-)
-
-
-def _version(value: bool) -> None:
-    if value:
-        typer.echo(f"nb {__version__}")
-        raise typer.Exit()
-
-
-@app.callback()
-def _root(
-    debug: Annotated[
-        bool, typer.Option("--debug", envvar="NB_DEBUG", help="Show the traceback of an error.")
-    ] = False,
-    version: Annotated[
-        bool,
-        typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit."),
-    ] = False,
-) -> None:
-    """Inspect, tail, export and resume training runs logged with nblog.
-
-    RUN is a run id, a unique prefix of one, PROJECT/RUN_ID or a path to a run folder;
-    runs are looked up under --root, else $NB_DIR, else ./nb_runs.
-    """
-
-
-for _module in (ls, show, tail, export, timers, resume_id, media, tui):
-    _module.register(app)
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (AttributeError, OSError, ValueError):  # no real file behind sys.stdout
+            pass
+        return 1
+    except Exception as exc:
+        report(exc)
+        return 1
 
 
 def main() -> None:
     """Entry point of the ``nb`` console script."""
+    code = _fast(sys.argv[1:])
+    if code is not None:
+        sys.exit(code)
+    from ._tree import app
+
     app(prog_name="nb")
 
 
-__all__ = ["app", "main"]
+def __getattr__(name: str) -> Any:
+    # ``from nbcli.app import app``: the Typer tree, imported on first use
+    if name in ("app", "NbGroup"):
+        from . import _tree
+
+        return getattr(_tree, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["NbGroup", "app", "main", "report"]

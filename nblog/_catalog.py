@@ -6,14 +6,17 @@ contents, so it stays fast on thousands of runs.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Mapping
+from stat import S_ISREG
 
 from ._errors import AmbiguousRunError, RunNotFoundError
-from ._runfile import RUN_JSON, parse_event_file_name, read_run_json
+from ._runfile import RUN_JSON, parse_event_file_name
 
 STALE_AFTER_S = 180.0  # a "running" run with no write for this long is "stale" (3 heartbeats)
+_O_READ = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
 
 
 def default_root(env: Mapping[str, str] | None = None) -> str:
@@ -98,38 +101,81 @@ def run_summary(run_dir: str, now: float | None = None, stale_after: float = STA
     return row
 
 
+def _read_json_file(path: str) -> tuple[dict | None, os.stat_result | None]:
+    """``(parsed object or None, stat of the file or None)`` of a JSON file, in four
+    system calls (open, fstat, read, close): the stat comes from the open file, so
+    listing a run needs no separate stat of its run.json. A FIFO or device under that
+    name is never read (opened non-blocking, and only regular files are read)."""
+    try:
+        fd = os.open(path, _O_READ)
+    except OSError:
+        return None, None
+    st = None
+    try:
+        st = os.fstat(fd)
+        if not S_ISREG(st.st_mode):
+            return None, st
+        data = os.read(fd, st.st_size + 1)
+        if len(data) != st.st_size:  # changed since the fstat (run.json is replaced, never
+            parts = [data]  # rewritten in place, so only a hostile file gets here): read it all
+            while chunk := os.read(fd, 1 << 20):
+                parts.append(chunk)
+            data = b"".join(parts)
+    except OSError:
+        return None, st
+    finally:
+        os.close(fd)
+    try:
+        obj = json.loads(data.decode("utf-8"))
+    except (ValueError, RecursionError):  # bad UTF-8 or JSON, or nesting too deep (hostile)
+        return None, st
+    return (obj if isinstance(obj, dict) else None), st
+
+
 def _summary(run_dir: str, now: float, stale_after: float, only_runs: bool) -> dict | None:
     """:func:`run_summary` of an absolute path; None if ``only_runs`` and it holds
-    neither run.json nor an event log. One directory scan, one stat per file, and
-    run.json read only when it is there."""
+    neither run.json nor an event log. One directory listing, one stat per event log
+    or media file, and run.json opened once (its stat taken from the open file)."""
     ranks: set[int] = set()
     last_write = 0.0
     size = 0
     has_json = False
     try:
-        with os.scandir(run_dir) as it:
-            entries = list(it)
+        names = os.listdir(run_dir)
     except OSError:
-        entries = []
-    for e in entries:
-        name = e.name
-        rs = parse_event_file_name(name) if name.startswith("events.") else None
-        if rs is None:
-            if name == RUN_JSON:
-                has_json = True
-            elif not name.startswith("media."):
+        names = []
+    prefix = run_dir + os.sep
+    for name in names:
+        if name.startswith("events."):
+            rs = parse_event_file_name(name)
+            if rs is None:
                 continue
+        elif name == RUN_JSON:
+            has_json = True
+            continue
+        elif name.startswith("media."):
+            rs = None
+        else:
+            continue
         try:
-            st = e.stat()
+            st = os.stat(prefix + name)
         except OSError:
             continue
         size += st.st_size
-        last_write = max(last_write, st.st_mtime)
+        if st.st_mtime > last_write:
+            last_write = st.st_mtime
         if rs is not None:
             ranks.add(rs[0])
     if only_runs and not has_json and not ranks:
         return None
-    meta = (read_run_json(run_dir) if has_json or not only_runs else None) or {}
+    meta = None
+    if has_json or not only_runs:
+        meta, st = _read_json_file(prefix + RUN_JSON)
+        if st is not None:
+            size += st.st_size
+            if st.st_mtime > last_write:
+                last_write = st.st_mtime
+    meta = meta or {}
     sessions = meta.get("sessions") or []
     status = meta.get("status") or "unknown"
     if status == "running" and last_write and now - last_write > stale_after:

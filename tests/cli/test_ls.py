@@ -89,3 +89,40 @@ def test_usage_errors_exit_2(cli, runs):
     assert result.exit_code == 2
     assert result.stdout == ""
     assert cli("ls", "--bogus").exit_code == 2
+
+
+def test_a_project_without_runs_is_an_error_naming_the_projects(cli, runs):
+    for args in (["nosuchproj"], ["-p", "nosuchproj"], ["--project", "nosuchproj", "--status", "failed"]):
+        result = cli("ls", *args, "--root", str(runs))
+        assert result.exit_code == 1, args
+        assert result.stdout == ""  # no empty table
+        assert f"no runs of project 'nosuchproj' under {runs}" in result.stderr
+        assert "projects there: nlp, vision" in result.stderr
+
+
+def test_a_project_without_runs_with_json_is_an_empty_list(cli, runs):
+    result = cli("ls", "nosuchproj", "--root", str(runs), "--json")
+    assert result.exit_code == 0
+    assert json.loads(result.stdout) == []
+
+
+def test_a_project_without_runs_under_a_missing_root(cli, tmp_path):
+    result = cli("ls", "nosuchproj", "--root", str(tmp_path / "nope"))
+    assert result.exit_code == 1 and result.stdout == ""
+    assert "does not exist" in result.stderr
+
+
+def test_a_project_whose_filters_match_nothing_is_not_an_error(cli, runs):
+    result = cli("ls", "vision", "--status", "failed", "--root", str(runs))
+    assert result.exit_code == 0
+    assert result.stdout.splitlines()[0].startswith("ID\tPROJECT")
+    assert "no runs match" in result.stderr
+
+
+def test_many_projects_are_not_all_listed(cli, tmp_path):
+    for i in range(20):
+        (tmp_path / f"proj{i:02d}").mkdir()
+    result = cli("ls", "proj1", "--root", str(tmp_path))
+    assert result.exit_code == 1
+    assert "20 projects there" in result.stderr and "proj07" not in result.stderr
+    assert "did you mean" in result.stderr

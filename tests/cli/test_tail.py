@@ -140,7 +140,28 @@ def test_follow_across_a_resume_in_a_real_process(tmp_path):
     assert seen == [(0, s) for s in range(5)] + [(1, s) for s in range(3, 8)], err
 
 
-def test_rank_without_a_log(cli, runs):
-    result = cli("tail", "ddp-00000001", "--root", str(runs), "--rank", "7")
+def test_rank_without_a_log_is_an_error_naming_the_ranks_there(cli, runs):
+    for extra in ([], ["--json"], ["-n", "0"]):
+        result = cli("tail", "ddp-00000001", "--root", str(runs), "--rank", "7", *extra)
+        assert result.exit_code == 1, extra
+        assert result.stdout == ""
+        assert "rank 7 has no event log in run ddp-00000001" in result.stderr
+        assert "ranks with event logs: 0-2" in result.stderr  # ranks 0, 1 and 2 wrote
+
+
+def test_follow_waits_for_a_rank_that_has_not_written_yet(cli, runs):
+    result = cli("tail", "ddp-00000001", "--root", str(runs), "--rank", "7", "-f", "--timeout", "0.2",
+                 "--interval", "0.05")
     assert result.exit_code == 0 and result.stdout == ""
-    assert "rank 7 has no event log" in result.stderr
+    assert "waiting for rank 7" in result.stderr
+    assert "ranks with event logs: 0-2" in result.stderr
+    assert "error" not in result.stderr
+
+
+def test_rank_ranges():
+    from nbcli.commands.tail import rank_ranges
+
+    assert rank_ranges([]) == ""
+    assert rank_ranges([3]) == "3"
+    assert rank_ranges([0, 1]) == "0-1"
+    assert rank_ranges([0, 1, 2, 5, 7, 8, 255]) == "0-2, 5, 7-8, 255"

@@ -1,0 +1,81 @@
+"""The ``nb`` Typer application: the command tree and the error boundary around it.
+
+Imported on first use by :mod:`nbcli.app` (``from nbcli.app import app`` works as
+before); see there for the exit codes.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from typing import Annotated, Any
+
+import typer
+from typer.core import TyperGroup
+
+from . import __version__
+from .app import report
+from .commands import export, ls, media, resume_id, show, tail, timers, tui
+
+
+class NbGroup(TyperGroup):
+    """The root command group: turns exceptions from any subcommand into a message."""
+
+    def invoke(self, ctx: typer.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (typer.Exit, typer.Abort, KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as exc:
+            if _is_click_exception(exc) or (isinstance(exc, OSError) and exc.errno == errno.EPIPE):
+                raise
+            if ctx.params.get("debug") or os.environ.get("NB_DEBUG", "") not in ("", "0"):
+                raise
+            report(exc)
+            raise typer.Exit(1) from None
+
+
+def _is_click_exception(exc: BaseException) -> bool:
+    from typer._click.exceptions import ClickException
+
+    return isinstance(exc, ClickException)
+
+
+app = typer.Typer(
+    cls=NbGroup,
+    name="nb",
+    help="Inspect, tail, export and resume training runs logged with nblog.",
+    no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    rich_markup_mode=None,
+    pretty_exceptions_show_locals=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"nb {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    debug: Annotated[
+        bool, typer.Option("--debug", envvar="NB_DEBUG", help="Show the traceback of an error.")
+    ] = False,
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
+) -> None:
+    """Inspect, tail, export and resume training runs logged with nblog.
+
+    RUN is a run id, a unique prefix of one, PROJECT/RUN_ID or a path to a run folder;
+    runs are looked up under --root, else $NB_DIR, else ./nb_runs.
+    """
+
+
+for _module in (ls, show, tail, export, timers, resume_id, media, tui):
+    _module.register(app)
+
+__all__ = ["NbGroup", "app"]
