@@ -20,6 +20,7 @@ __version__ = "0.1.0"
 
 from ._errors import (  # noqa: E402
     AmbiguousRunError,
+    BlobError,
     FormatVersionError,
     NbError,
     RunNotFoundError,
@@ -30,6 +31,7 @@ from ._run import Run, Timer  # noqa: E402
 
 __all__ = [
     "AmbiguousRunError",
+    "BlobError",
     "FormatVersionError",
     "NbError",
     "Run",

@@ -6,6 +6,7 @@
     ├── RunNotFoundError         (also LookupError) no run matches an id, prefix or path
     ├── AmbiguousRunError        (also LookupError) a prefix matches several runs; .candidates
     ├── FormatVersionError       a file was written by a newer format version; .path, .version
+    ├── BlobError                (also ValueError) a media blob is missing, torn or corrupt; .path, .offset
     └── StrictModeError          (also ValueError) bad data with NB_STRICT=1; .tag, .value
 
 ``init`` also raises the built-in ``ValueError`` (bad names, bad launcher variables,
@@ -61,4 +62,15 @@ class StrictModeError(NbError, ValueError):
     def __init__(self, message: str, tag: object = None, value: object = None):
         self.tag = tag
         self.value = value
+        super().__init__(message)
+
+
+class BlobError(NbError, ValueError):
+    """A referenced media blob is missing, torn or fails its checksum; ``path`` is the
+    media pack, ``offset`` the blob's offset in it (bytes). Raised by
+    ``RunReader.media_bytes`` and ``RunReader.image``: never wrong bytes."""
+
+    def __init__(self, message: str, path: str = "", offset: int = -1):
+        self.path = path
+        self.offset = offset
         super().__init__(message)

@@ -36,7 +36,7 @@ import stat
 import struct
 import zlib
 
-from ._errors import NbError
+from ._errors import BlobError
 from ._writer import create_exclusive
 
 PACK_VERSION = 1
@@ -181,15 +181,6 @@ class _Batch:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-class BlobError(NbError, ValueError):
-    """A referenced blob is missing, torn or fails its checksum; ``.path``, ``.offset``."""
-
-    def __init__(self, message: str, path: str = "", offset: int = -1):
-        self.path = path
-        self.offset = offset
-        super().__init__(message)
 
 
 def read_blob(f, offset: int, length: int, path: str = "media pack") -> tuple[int, bytes]:

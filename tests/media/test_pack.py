@@ -60,8 +60,9 @@ def test_a_corrupt_blob_is_reported_never_returned(make_run):
     data = bytearray(Path(path).read_bytes())
     data[row["offset"] + 5] ^= 0xFF
     Path(path).write_bytes(bytes(data))
-    with pytest.raises(nb.NbError, match="checksum"):
+    with pytest.raises(nb.BlobError, match="checksum") as err:  # public: callers catch it by name
         r.media_bytes(row)
+    assert isinstance(err.value, nb.NbError) and err.value.path == path and err.value.offset == row["offset"]
     with pytest.raises(ValueError, match="reference says"):
         r.media_bytes(dict(row, length=row["length"] - 1))
     Path(path).write_bytes(bytes(data[: row["offset"] + 3]))
@@ -192,3 +193,7 @@ def test_resume_hides_media_per_rank(make_run):
     assert r.histograms("h", include_hidden=True)["step"].n_unique() == 10
     hidden = [s["hidden_points"] for s in r.sessions()]
     assert hidden[0] >= 10  # 5 images + 5 histograms of session 0 are hidden
+    from nblog._summary import tag_table  # what nb show lists: visible records only
+
+    media = {t["tag"]: (t["points"], t["last_step"]) for t in tag_table(r) if t["kind"] == "media"}
+    assert media == {"img": (8, 7), "h": (8, 7)}
