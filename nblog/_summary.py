@@ -131,20 +131,13 @@ def tag_table(reader: RunReader, ranks: Iterable[int] | None = None) -> list[dic
                     e["last_text"] = g["text"][-1]
                 e.pop("last_value", None)
                 e.pop("first_nonfinite", None)
-        media: dict[str, list[int]] = {}  # tag → [records, last step]
-        for lf in reader.files(r):
-            for step, tid, *_rest in lf.media:
-                kind_name = lf.tags.get(tid)
-                if kind_name is not None:
-                    m = media.setdefault(kind_name[1], [0, step])
-                    m[0] += 1
-                    m[1] = max(m[1], step)
-        for tag, (n, last_step) in media.items():
+        media = reader.media(rank=r)  # visible records: a resume hides what it replaces
+        for (tag,), g in media.group_by("tag", maintain_order=True) if len(media) else ():
             e = entry("media", tag)
             e["ranks"] += 1
-            e["points"] += n
+            e["points"] += len(g)
             if e["last_rank"] is None:
-                e["last_step"], e["last_rank"] = last_step, r
+                e["last_step"], e["last_rank"] = int(g["step"].max()), r
             e.pop("last_value", None)
             e.pop("first_nonfinite", None)
     order = {"scalar": 0, "timer": 1, "text": 2, "media": 3}
