@@ -18,6 +18,7 @@ import numpy as np
 import polars as pl
 
 from . import _format as F
+from . import _log as log
 from . import _pack as P
 from ._media_encode import decode_histogram
 
@@ -184,14 +185,31 @@ def histograms(reader, tags, rank: int, include_hidden: bool) -> pl.DataFrame:
     if not found:
         return pl.DataFrame(schema=schema)
     path = pack_path(reader, rank)
-    record, edges_l, edges_r, counts = [], [], [], []
-    with open(path, "rb") as f:
-        for i, (_s, _step, _name, _wall, offset, length, _meta, _hidden) in enumerate(found):
-            edges, c = decode_histogram(P.read_blob(f, offset, length, path)[1])
-            record.append(np.full(len(c), i, np.int64))
-            edges_l.append(edges[:-1])
-            edges_r.append(edges[1:])
-            counts.append(c)
+    record, edges_l, edges_r, counts, good = [], [], [], [], []
+    try:
+        with open(path, "rb") as f:
+            for item in found:
+                _s, _step, _name, _wall, offset, length, _meta, _hidden = item
+                try:
+                    edges, c = decode_histogram(P.read_blob(f, offset, length, path)[1])
+                except (ValueError, OSError):  # BlobError (missing, torn, corrupt) or a bad payload
+                    continue
+                record.append(np.full(len(c), len(good), np.int64))
+                good.append(item)
+                edges_l.append(edges[:-1])
+                edges_r.append(edges[1:])
+                counts.append(c)
+    except OSError:  # the pack itself is missing or unreadable
+        pass
+    if len(good) < len(found):
+        log.warning(
+            "nblog: %d of %d histograms of rank %d could not be read from %s (missing, torn or "
+            "corrupt blobs); they are left out",
+            len(found) - len(good), len(found), rank, path,
+        )
+    found = good
+    if not found:
+        return pl.DataFrame(schema=schema)
     rec = np.concatenate(record)
     starts = np.concatenate([[0], np.cumsum([len(c) for c in counts])[:-1]])
     per_record = pl.DataFrame(

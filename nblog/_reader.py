@@ -541,7 +541,10 @@ class RunReader:
         """Histograms, one row per (record, bin): rank, session, step, tag, wall_time,
         bin, bin_left, bin_right, count, then the record's statistics num (finite
         values), min, max, sum, sum_squares, nan, pos_inf, neg_inf; plus hidden with
-        ``include_hidden=True``. Schema: ``nblog._media_read.HISTOGRAM_SCHEMA``."""
+        ``include_hidden=True``. Schema: ``nblog._media_read.HISTOGRAM_SCHEMA``.
+
+        A histogram whose blob is missing, torn or corrupt is left out, with one
+        warning saying how many (as ``nb media`` skips it): the others still read."""
         from ._media_read import histograms
 
         return histograms(self, tag, rank, include_hidden)

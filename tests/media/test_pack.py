@@ -197,3 +197,23 @@ def test_resume_hides_media_per_rank(make_run):
 
     media = {t["tag"]: (t["points"], t["last_step"]) for t in tag_table(r) if t["kind"] == "media"}
     assert media == {"img": (8, 7), "h": (8, 7)}
+
+
+def test_one_bad_histogram_blob_leaves_out_that_histogram_only(make_run, caplog):
+    run = make_run()
+    for step in range(4):
+        run.add_histogram("h", [float(step), step + 1.0], step=step)
+        run.add_histogram("g", [float(step)], step=step)
+    r = read_back(run)
+    bad = r.media("h", kind="histogram").row(2, named=True)
+    path = os.path.join(run.dir, "media.r0.pack")
+    data = bytearray(Path(path).read_bytes())
+    data[bad["offset"] + bad["length"] // 2] ^= 0xFF
+    Path(path).write_bytes(bytes(data))
+    with caplog.at_level("WARNING", logger="nblog"):
+        df = r.histograms()
+    assert df.filter(df["tag"] == "h")["step"].unique().sort().to_list() == [0, 1, 3]
+    assert df.filter(df["tag"] == "g")["step"].unique().sort().to_list() == [0, 1, 2, 3]
+    assert "1 of 8 histograms" in caplog.text
+    os.remove(path)  # no pack at all: nothing readable, still no exception
+    assert r.histograms().height == 0
