@@ -26,7 +26,10 @@ RunArg = Annotated[
         show_default=False,
     ),
 ]
-Rank = Annotated[int, typer.Option("--rank", "-r", min=0, metavar="K", help="The rank to read.")]
+MAX_RANK = 2**31 - 1  # ranks are Int32 columns
+MAX_COUNT = 2**63 - 1  # steps and counts: int64, and what a C ssize_t holds
+
+Rank = Annotated[int, typer.Option("--rank", "-r", min=0, max=MAX_RANK, metavar="K", help="The rank to read.")]
 Tags = Annotated[
     list[str] | None,
     typer.Option(

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from .._options import Root, Tags
+from .._options import MAX_RANK, Root, Tags
 from .._output import clean, info
 
 
@@ -49,7 +49,8 @@ def export(
     all_ranks: Annotated[bool, typer.Option("--all-ranks", help="Merge every rank (a rank column tells them apart).")] = False,
     rank: Annotated[
         int | None,
-        typer.Option("--rank", "-r", min=0, metavar="K", help="Export rank K [default: 0].", show_default=False),
+        typer.Option("--rank", "-r", min=0, max=MAX_RANK, metavar="K", help="Export rank K [default: 0].",
+                     show_default=False),
     ] = None,
     tags: Tags = None,
     kind: Annotated[Kind, typer.Option("--kind", "-k", help="What to export.")] = Kind.scalars,

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from .._options import Json, Rank, Root, RunArg, Tags
+from .._options import MAX_COUNT, Json, Rank, Root, RunArg, Tags
 from .._output import Column, Output, data, emit_json, fmt_bytes, fmt_time, info, warn
 
 
@@ -53,7 +53,7 @@ def media(
     tags: Tags = None,
     step: Annotated[
         int | None,
-        typer.Option("--step", "-s", min=0, metavar="N", help="Only records logged at step N.", show_default=False),
+        typer.Option("--step", "-s", min=0, max=MAX_COUNT, metavar="N", help="Only records logged at step N.", show_default=False),
     ] = None,
     rank: Rank = 0,
     kind: Annotated[

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from .._options import Json, Rank, Root, RunArg, Tags
+from .._options import MAX_COUNT, Json, Rank, Root, RunArg, Tags
 from .._output import Output, Styled, clean, emit_json_line, error, fmt_value, info
 
 _KIND_STYLE = {"scalar": "green", "timer": "magenta", "text": "cyan", "media": "blue", "system": "yellow"}
@@ -64,7 +64,7 @@ def tail(
     run: RunArg,
     rank: Rank = 0,
     lines: Annotated[
-        int, typer.Option("--lines", "-n", min=0, metavar="N", help="Print the last N events first.")
+        int, typer.Option("--lines", "-n", min=0, max=MAX_COUNT, metavar="N", help="Print the last N events first.")
     ] = 10,
     follow: Annotated[
         bool,

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from .._options import Json, Root, RunArg, Tags
+from .._options import MAX_COUNT, Json, Root, RunArg, Tags
 from .._output import Column, Output, data, emit_json, fmt_seconds, info, styled
 
 
@@ -15,7 +15,7 @@ def timers(
     tags: Tags = None,
     last_steps: Annotated[
         int | None,
-        typer.Option("--last-steps", min=1, metavar="N", help="Only each rank's last N steps.", show_default=False),
+        typer.Option("--last-steps", min=1, max=MAX_COUNT, metavar="N", help="Only each rank's last N steps.", show_default=False),
     ] = None,
     threshold: Annotated[
         float,

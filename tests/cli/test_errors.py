@@ -34,6 +34,23 @@ def test_every_run_command_resolves_the_same_way(cli, runs, command):
     assert result.exit_code == 1 and "no run matches" in result.stderr
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["tail", "RUN", "-n", str(2**64)],
+        ["tail", "RUN", "--rank", str(2**31)],
+        ["media", "RUN", "--step", str(2**63)],
+        ["timers", "RUN", "--last-steps", str(2**63)],
+        ["export", "RUN", "--rank", str(2**40)],
+    ],
+    ids=["tail-n", "tail-rank", "media-step", "timers-last-steps", "export-rank"],
+)
+def test_numbers_too_large_are_usage_errors_not_internal_errors(cli, runs, args):
+    result = cli(*[str(runs / "vision" / "ddp-00000001") if a == "RUN" else a for a in args], "--root", str(runs))
+    assert result.exit_code == 2, result.stderr
+    assert "less than or equal to" in result.stderr and "internal error" not in result.stderr
+
+
 def test_usage_error_exits_2(cli):
     result = cli("show")
     assert result.exit_code == 2
