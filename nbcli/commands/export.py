@@ -11,7 +11,8 @@ from typing import Annotated
 import typer
 
 from .._options import MAX_RANK, Root, Tags
-from .._output import clean, info
+from .._output import clean, error, info
+from .._ranks import missing_rank
 
 
 class Kind(str, Enum):
@@ -106,6 +107,10 @@ def export(
         raise typer.BadParameter("refusing to write Parquet to a terminal; redirect stdout or use -o FILE",
                                  param_hint="--output")
     reader = RunReader(run, root)
+    no_log = None if all_ranks else missing_rank(reader.dir, rank or 0)
+    if no_log is not None:
+        error(no_log[0], "pick one of those with --rank K, or pass --all-ranks" if no_log[1] else None)
+        raise typer.Exit(1)
     df = read_frame(reader, kind.value, tags=tags or None, rank=rank or 0, all_ranks=all_ranks,
                     include_hidden=include_hidden)
     if output == "-":

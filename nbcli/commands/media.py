@@ -11,7 +11,8 @@ from typing import Annotated
 import typer
 
 from .._options import MAX_COUNT, Json, Rank, Root, RunArg, Tags
-from .._output import Column, Output, data, emit_json, fmt_bytes, fmt_time, info, warn
+from .._output import Column, Output, data, emit_json, error, fmt_bytes, fmt_time, info, warn
+from .._ranks import missing_rank
 
 
 class Kind(str, Enum):
@@ -81,6 +82,10 @@ def media(
     from nblog._tail import tag_matcher
 
     reader = RunReader(run, root)
+    no_log = missing_rank(reader.dir, rank)
+    if no_log is not None:
+        error(no_log[0], "pick one of those with --rank K" if no_log[1] else None)
+        raise typer.Exit(1)
     df = reader.media(rank=rank, kind=kind.value if kind else None, include_hidden=include_hidden)
     if tags:
         match = tag_matcher(tags)

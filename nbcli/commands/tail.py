@@ -10,6 +10,7 @@ import typer
 
 from .._options import MAX_COUNT, Json, Rank, Root, RunArg, Tags
 from .._output import Output, Styled, clean, emit_json_line, error, fmt_value, info
+from .._ranks import missing_rank
 
 _KIND_STYLE = {"scalar": "green", "timer": "magenta", "text": "cyan", "media": "blue", "system": "yellow"}
 
@@ -34,30 +35,6 @@ def _line(ev) -> list[Styled]:
         Styled(clean(ev.tag), "bold"),
         Styled(value),
     ]
-
-
-def ranks_with_logs(run_dir: str) -> list[int]:
-    """The ranks that have at least one event log in ``run_dir``, in order."""
-    from nblog._runfile import parse_event_file_name
-
-    try:
-        names = os.listdir(run_dir)
-    except OSError:
-        return []
-    return sorted({rs[0] for rs in map(parse_event_file_name, names) if rs is not None})
-
-
-def rank_ranges(ranks: list[int]) -> str:
-    """Sorted ranks as short text: ``[0, 1, 2, 5, 7, 8]`` → ``"0-2, 5, 7-8"``."""
-    parts: list[str] = []
-    i = 0
-    while i < len(ranks):
-        j = i
-        while j + 1 < len(ranks) and ranks[j + 1] == ranks[j] + 1:
-            j += 1
-        parts.append(str(ranks[i]) if i == j else f"{ranks[i]}-{ranks[j]}")
-        i = j + 1
-    return ", ".join(parts)
 
 
 def tail(
@@ -114,16 +91,12 @@ def tail(
 
     emit(follower.poll(last=lines))
     if follower.dir is not None and not follower.sessions():
-        present = ranks_with_logs(follower.dir)
-        have = (f"ranks with event logs: {rank_ranges(present)}" if present
-                else "no rank has written an event log yet")
-        name = os.path.basename(follower.dir)
+        message, present = missing_rank(follower.dir, rank) or ("", [])
         if not follow:
-            error(f"rank {rank} has no event log in run {name} ({have})",
-                  "pick one of those with --rank K, or add -f to wait for this rank" if present else
+            error(message, "pick one of those with --rank K, or add -f to wait for this rank" if present else
                   "add -f to wait for it")
             raise typer.Exit(1)
-        info(f"waiting for rank {rank}: it has no event log in run {name} yet ({have}) ...")
+        info(f"waiting for {message.replace(' has no event log in ', ': no event log yet in ')} ...")
     if not follow:
         return
     try:

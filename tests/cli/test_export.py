@@ -51,6 +51,14 @@ def test_one_rank(cli, runs, tmp_path):
     assert set(df["rank"]) == {2} and set(df["tag"]) == {"step"}
 
 
+def test_a_rank_without_an_event_log_is_an_error(cli, runs, tmp_path):
+    out = tmp_path / "r7.csv"
+    result = cli("export", "ddp-00000001", "--root", str(runs), "--rank", "7", "-o", str(out))
+    assert result.exit_code == 1 and not out.exists()
+    assert "rank 7 has no event log in run ddp-00000001 (ranks with event logs: 0-2)" in result.stderr
+    assert "--all-ranks" in result.stderr  # the hint
+
+
 def test_csv_keeps_nan_and_inf(cli, runs, tmp_path):
     out = tmp_path / "s.csv"
     export(cli, runs, "-o", str(out), "--tag", "train/*")

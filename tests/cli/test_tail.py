@@ -159,7 +159,7 @@ def test_follow_waits_for_a_rank_that_has_not_written_yet(cli, runs):
 
 
 def test_rank_ranges():
-    from nbcli.commands.tail import rank_ranges
+    from nbcli._ranks import rank_ranges
 
     assert rank_ranges([]) == ""
     assert rank_ranges([3]) == "3"

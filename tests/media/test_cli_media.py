@@ -105,8 +105,9 @@ def test_tag_names_never_escape_the_folder(cli, logged, tmp_path):
 def test_step_tag_and_rank_filters(cli, logged, tmp_path):
     result = cli("media", logged.dir, "-o", str(tmp_path / "o"), "--step", "10", "--tag", "val/*", "--json")
     assert [(w["tag"], w["step"], w["caption"]) for w in json.loads(result.stdout)] == [("val/pred", 10, "at 10")]
-    result = cli("media", logged.dir, "-o", str(tmp_path / "o2"), "--rank", "1")
-    assert result.exit_code == 0 and "no media logged on this rank" in result.stderr
+    result = cli("media", logged.dir, "-o", str(tmp_path / "o2"), "--rank", "1")  # only rank 0 logged
+    assert result.exit_code == 1
+    assert "rank 1 has no event log" in result.stderr and "ranks with event logs: 0" in result.stderr
     assert not (tmp_path / "o2").exists()
 
 
