@@ -5,10 +5,13 @@ Every live Run is registered here. Hooks are installed once, on the first ``init
 - ``sys.excepthook``: an uncaught exception finishes runs with status "failed", then
   the previous hook runs.
 - SIGTERM (Slurm preemption, torchrun stopping workers), main thread only: flush every
-  run within 1 s, then the previous handler runs. If that was the default action, the
-  runs are closed (session end reason "SIGTERM") and the signal is raised again, so the
-  process still dies of SIGTERM. A handler of the user's (checkpoint and go on) runs
-  as before.
+  run within 1 s, then the previous handler runs. Points, text and counters are
+  written first (milliseconds); queued media is encoded for the rest of that second.
+  If the previous handler was the default action, the runs are closed (session end
+  reason "SIGTERM"), media still queued is dropped and counted as ``media_timeout``,
+  and the signal is raised again, so the process still dies of SIGTERM. With a
+  handler of the user's (checkpoint and go on), media not encoded within the second
+  stays queued and the media thread encodes it afterwards.
 - ``os.register_at_fork``: in a child (DataLoader workers) every run becomes a no-op
   and never writes into the parent's files.
 """

@@ -66,9 +66,13 @@ class MediaMixin:
     ``StrictModeError``. Thread-safe.
 
     Files: the first media record creates ``media.r0.pack`` in the run folder; every
-    session of the rank appends to it. Memory: copies wait for the writer thread (it
-    wakes every ``flush_interval`` seconds); past 512 MiB of waiting copies, new media
-    is dropped with one warning and counted as ``media_backlog``.
+    session of the rank appends to it. Memory: copies wait for the writer's media
+    thread (it looks every ``flush_interval`` seconds, then encodes one item after
+    another while any is queued, apart from the points and text, which a media backlog
+    never delays); past 512 MiB of waiting copies, new media is dropped with one
+    warning and counted as ``media_backlog``. ``flush()`` encodes everything queued;
+    ``finish(timeout=...)`` encodes for what is left of its ``timeout`` (60 s; 1 s on
+    SIGTERM) and counts media still queued then as ``media_timeout``.
     """
 
     # Provided by Run.
@@ -113,6 +117,17 @@ class MediaMixin:
             caption: a text stored with the image (at most 65536 characters).
             dataformats: the axes of an array, as TensorBoard names them: "HW", "HWC",
                 "CHW" or another order of those letters.
+
+        Size limit: at most ``PIL.Image.MAX_IMAGE_PIXELS`` pixels (width × height;
+        89,478,485 by default, read at each call, never importing Pillow for it) —
+        Pillow refuses to open larger images, so no reader or ``nb tui`` could show
+        them. A larger image is bad media: skipped with one warning naming the tag and
+        the call site, counted as ``dropped["bad_media"]``; ``StrictModeError`` with
+        ``NB_STRICT=1``. (A JPEG's size is read in the writer thread: a larger one is
+        dropped there, counted and warned the same way.)
+
+        Raises:
+            StrictModeError: only with ``NB_STRICT=1``, for bad media or a bad step.
         """
         try:
             step = self._media_step(step, tag)
@@ -145,6 +160,14 @@ class MediaMixin:
             step: the step; None: the current step.
             dataformats: "NCHW", "NHWC", "NHW" or another order of those letters.
             caption: a text stored with the grid.
+
+        Size limit: the grid (``min(N, 8) * W`` × ``ceil(N / 8) * H``) has at most
+        ``PIL.Image.MAX_IMAGE_PIXELS`` pixels, as in :meth:`add_image`; a larger one is
+        skipped with a warning and counted as ``dropped["bad_media"]``
+        (``StrictModeError`` with ``NB_STRICT=1``).
+
+        Raises:
+            StrictModeError: only with ``NB_STRICT=1``, for bad media or a bad step.
         """
         try:
             step = self._media_step(step, tag)
@@ -181,7 +204,13 @@ class MediaMixin:
                 strictly increasing sequence of edges (finite values outside them are
                 counted in ``num`` but in no bin), or a numpy rule name ("auto", "fd",
                 "sturges", ...). Bins follow ``numpy.histogram``: the last one includes
-                its right edge.
+                its right edge. Where numpy cannot make them — a range wider than the
+                largest float64 (values near ±1.8e308), a range of a few units in the
+                last place, one huge value — fewer or halved-and-doubled edges are used
+                so that every finite value is still binned (``_media_encode.histogram_stats``).
+
+        Raises:
+            StrictModeError: only with ``NB_STRICT=1``, for bad media or a bad step.
         """
         try:
             step = self._media_step(step, tag)
@@ -298,8 +327,9 @@ class MediaSink:
 
     Called in the writer thread with ``(step, tag id, ms, job)`` items; returns
     ``(step, tag id, ms, offset, length, meta)`` references for the blobs written.
-    Never raises: an item that cannot be encoded is counted as ``bad_media``, one
-    that cannot be written as ``write_error`` (each warned once).
+    Never raises: an item that cannot be encoded is counted as ``bad_media`` (warned
+    once per tag, naming it and the step), one that cannot be written as
+    ``write_error`` (warned once).
     """
 
     def __init__(self, run):
@@ -318,7 +348,9 @@ class MediaSink:
                 try:
                     kind, payload, meta = E.encode(job)
                 except Exception as err:
-                    self._drop("bad_media", 1, f"nblog: cannot encode {job.kind} media: {err!r}; skipped")
+                    tag = self._tag(tid)
+                    self._drop("bad_media", 1, f"nblog: cannot encode the {job.kind} media of tag {tag!r:.200} "
+                               f"(step {step}): {err!r}; skipped", tag)
                     continue
                 if job.pooled:  # encoded: the copy may serve the caller's next call
                     I.pool.give(job.data)
@@ -339,9 +371,17 @@ class MediaSink:
                 batch.close()
         return refs
 
-    def _drop(self, counter: str, n: int, message: str) -> None:
+    def _tag(self, tid: int) -> object:
+        """The tag of media tag id ``tid`` (looked up only when something went wrong)."""
+        for tag, t in list(self._run._media_tids.items()):
+            if t == tid:
+                return tag
+        return f"<tag id {tid}>"
+
+    def _drop(self, counter: str, n: int, message: str, tag: object = None) -> None:
+        """Count ``n`` dropped items; warn once per counter (and tag, when given)."""
         run = self._run
         writer = run._writer
         if writer is not None:
             writer.dropped[counter] += n
-        run._warn_once(("media", counter), message)
+        run._warn_once(("media", counter) if tag is None else ("media", counter, repr(tag)[:200]), message)

@@ -152,13 +152,17 @@ def _encode_encoded(job: Job) -> tuple[int, bytes, dict]:
     fmt = job.opts["format"]
     width, height, channels = job.opts.get("width"), job.opts.get("height"), job.opts.get("channels")
     if fmt == "jpeg":  # read the size from the header (Pillow reads no pixels here)
-        from PIL import Image
+        from PIL import Image, JpegImagePlugin
 
-        with Image.open(io.BytesIO(data)) as img:
-            if img.format != "JPEG":
-                raise ValueError(f"not a JPEG file (Pillow reads {img.format})")
+        # The JPEG reader itself, not Image.open: no DecompressionBombWarning on the
+        # user's stderr for a large one (refused just below, counted and warned once).
+        with JpegImagePlugin.JpegImageFile(io.BytesIO(data)) as img:
             width, height = img.size
             channels = len(img.getbands())
+        limit = Image.MAX_IMAGE_PIXELS
+        if limit is not None and width * height > limit:
+            raise ValueError(f"a JPEG image of {width}x{height} = {width * height} pixels is larger than "
+                             f"Pillow opens (PIL.Image.MAX_IMAGE_PIXELS = {limit})")
     meta = {"kind": "image", "format": fmt, "width": width, "height": height, "channels": channels}
     if job.opts.get("caption") is not None:
         meta["caption"] = job.opts["caption"]
@@ -185,34 +189,92 @@ def histogram_stats(values, bins) -> tuple[object, object, dict]:
 
     Stats: ``num`` finite values (all of them; with explicit edges, those outside
     the edges are in no bin), ``min``, ``max``, ``sum``, ``sum_squares``
-    (float64 sums of the finite values; min and max are None when none is finite),
-    ``nan``, ``pos_inf``, ``neg_inf``.
+    (float64 sums of the finite values, ±inf when they overflow float64; min and max
+    are None when none is finite), ``nan``, ``pos_inf``, ``neg_inf``.
+
+    Bins are those of ``numpy.histogram`` wherever numpy can make them. Where it
+    cannot, they are made without overflow: a range wider than the largest float64
+    (values near ±1.8e308) gets its edges from the halved values, doubled back
+    (exact); a range too narrow for the bins asked (a few units in the last place)
+    gets as many equal-width bins as distinct float64 edges fit in it (at least
+    one). numpy's floating-point warnings are silenced here (never on the user's
+    stderr).
     """
     import numpy as np
 
     x = values.reshape(-1)
     nan = pos_inf = neg_inf = 0
-    if x.dtype.kind == "f":
-        finite = np.isfinite(x)
-        n_finite = int(np.count_nonzero(finite))
-        if n_finite != x.size:
-            nan = int(np.count_nonzero(np.isnan(x)))
-            pos_inf = int(np.count_nonzero(x == np.inf))
-            neg_inf = x.size - n_finite - nan - pos_inf
-            x = x[finite]
-    x = x.astype(np.float64, copy=False)
-    counts, edges = np.histogram(x, bins=bins)
-    stats = {
-        "num": int(x.size),
-        "min": float(x.min()) if x.size else None,
-        "max": float(x.max()) if x.size else None,
-        "sum": float(x.sum()),
-        "sum_squares": float(np.dot(x, x)),
-        "nan": nan,
-        "pos_inf": pos_inf,
-        "neg_inf": neg_inf,
-    }
+    with np.errstate(all="ignore"):
+        if x.dtype.kind == "f":
+            finite = np.isfinite(x)
+            n_finite = int(np.count_nonzero(finite))
+            if n_finite != x.size:
+                nan = int(np.count_nonzero(np.isnan(x)))
+                pos_inf = int(np.count_nonzero(x == np.inf))
+                neg_inf = x.size - n_finite - nan - pos_inf
+                x = x[finite]
+        x = x.astype(np.float64, copy=False)
+        counts, edges = _histogram(np, x, bins)
+        stats = {
+            "num": int(x.size),
+            "min": float(x.min()) if x.size else None,
+            "max": float(x.max()) if x.size else None,
+            "sum": float(x.sum()),
+            "sum_squares": float(np.dot(x, x)),
+            "nan": nan,
+            "pos_inf": pos_inf,
+            "neg_inf": neg_inf,
+        }
     return edges.astype("<f8"), counts.astype("<i8"), stats
+
+
+def _histogram(np, x, bins):
+    """``numpy.histogram(x, bins)``, also where numpy's edges overflow or collapse."""
+    if isinstance(bins, np.ndarray) or not x.size:  # explicit edges: numpy never subtracts
+        return np.histogram(x, bins=bins)
+    lo, hi = float(x.min()), float(x.max())
+    edges = None
+    if np.isfinite(hi - lo) and (lo != hi or lo - 0.5 < hi + 0.5):
+        try:
+            counts, edges = np.histogram(x, bins=bins)
+            if len(edges) >= 2 and np.isfinite(edges).all() and (edges[1:] > edges[:-1]).all():
+                return counts, edges
+        except Exception:  # "Too many bins for data range": edges closer than float64 holds
+            pass
+        edges = None
+    else:  # hi - lo overflows: numpy's edges would be inf and NaN; halving is exact this large
+        try:
+            edges = np.histogram_bin_edges(x * 0.5, bins=bins) * 2.0
+        except Exception:
+            edges = None
+    if edges is None or len(edges) < 2 or not np.isfinite(edges).all() or not (edges[1:] > edges[:-1]).all():
+        # int bins: that many equal widths; a rule numpy cannot apply: Sturges' count
+        n = bins if isinstance(bins, int) else int(np.ceil(np.log2(x.size))) + 1
+        edges = _equal_edges(np, lo, hi, n)
+    else:
+        edges[0], edges[-1] = lo, hi
+    return np.histogram(x, bins=edges)
+
+
+def _equal_edges(np, lo: float, hi: float, n: int):
+    """Up to ``n`` + 1 strictly increasing float64 edges, equal widths from lo to hi (as
+    numpy's, ±0.5 around a single value), fewer where float64 has no more between."""
+    if lo == hi:
+        a, b = lo - 0.5, hi + 0.5
+        if a == lo:  # a value so large that 0.5 is nothing: the neighbouring floats
+            a = float(np.nextafter(lo, -np.inf))
+            a = lo if np.isinf(a) else a
+        if b == hi:
+            b = float(np.nextafter(hi, np.inf))
+            b = hi if np.isinf(b) else b
+        lo, hi = a, b
+    if np.isfinite(hi - lo):
+        edges = np.linspace(lo, hi, n + 1)
+    else:
+        edges = np.linspace(lo * 0.5, hi * 0.5, n + 1) * 2.0
+    edges = np.unique(edges)
+    edges[0], edges[-1] = lo, hi
+    return edges
 
 
 def _encode_histogram(job: Job) -> tuple[int, bytes, dict]:

@@ -21,6 +21,7 @@ _CHANNELS = (1, 3, 4)
 _BIN_RULES = frozenset({"auto", "fd", "doane", "scott", "stone", "rice", "sturges", "sqrt"})
 _MAX_BINS = 1 << 20
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+_PIL_MAX_PIXELS = 89_478_485  # PIL.Image.MAX_IMAGE_PIXELS's default (1024**3 // 4 // 3)
 _JPEG_SIGNATURE = b"\xff\xd8\xff"
 
 
@@ -47,6 +48,31 @@ def check_caption(caption) -> str | None:
     if len(caption) > _MAX_CAPTION:
         raise BadMedia(f"caption longer than {_MAX_CAPTION} characters")
     return str(caption)
+
+
+def max_pixels() -> int | None:
+    """The most pixels an image may have: ``PIL.Image.MAX_IMAGE_PIXELS`` as it is now
+    (Pillow refuses to open larger images, so no reader could show them), or its
+    default when Pillow is not imported yet (it is not imported for this). None: no
+    limit (the user set it to None)."""
+    image = sys.modules.get("PIL.Image")
+    limit = getattr(image, "MAX_IMAGE_PIXELS", _PIL_MAX_PIXELS) if image is not None else _PIL_MAX_PIXELS
+    return None if limit is None else int(limit)
+
+
+def check_pixels_count(width: int, height: int, what: str = "image") -> None:
+    """Raise :class:`BadMedia` when a ``width`` × ``height`` image is larger than
+    Pillow opens (:func:`max_pixels`)."""
+    limit = max_pixels()
+    if limit is not None and width * height > limit:
+        raise BadMedia(f"{what} of {width}x{height} = {width * height} pixels is larger than Pillow opens "
+                       f"(PIL.Image.MAX_IMAGE_PIXELS = {limit}): no reader could show it")
+
+
+def _grid_size(n: int, height: int, width: int) -> tuple[int, int]:
+    """(width, height) of the grid of ``n`` images of ``height`` × ``width``."""
+    cols = min(n, E.GRID_COLUMNS)
+    return cols * width, -(-n // cols) * height
 
 
 def _torch_tensor(x) -> bool:
@@ -197,12 +223,14 @@ def image_job(image, dataformats, opts: dict) -> E.Job:
     if pil_image is not None and isinstance(image, pil_image):
         if image.size[0] == 0 or image.size[1] == 0:
             raise BadMedia(f"image of size {image.size} is empty")
+        check_pixels_count(image.size[0], image.size[1])
         copy = image.copy()
         return E.Job("pil", copy, opts, image.size[0] * image.size[1] * len(image.getbands()))
     a, owned, tensor = _array(image, "image")
     if a.ndim not in (2, 3):
         raise BadMedia(f"image of shape {tuple(a.shape)} is not HW, HWC or CHW")
     perm = _axes(a.shape, dataformats, tensor, batch=False)
+    check_pixels_count(a.shape[perm[1]], a.shape[perm[0]])
     _check_pixels(a, "image")
     if not owned:
         a = _copy(a)
@@ -215,6 +243,7 @@ def _encoded_job(data: bytes, opts: dict) -> E.Job:
         if size is None:
             raise BadMedia("PNG bytes without a valid IHDR header")
         width, height, channels = size
+        check_pixels_count(width, height, "PNG image")
         return E.Job("encoded", data, dict(opts, format="png", width=width, height=height,
                                            channels=channels), len(data))
     if data.startswith(_JPEG_SIGNATURE):
@@ -244,6 +273,7 @@ def batch_job(batch, dataformats, opts: dict) -> E.Job:
         if a.ndim not in (3, 4):
             raise BadMedia(f"batch of shape {tuple(a.shape)} is not NHW, NHWC or NCHW")
         perm = _axes(a.shape, dataformats, tensor, batch=True)
+    check_pixels_count(*_grid_size(a.shape[perm[0]], a.shape[perm[1]], a.shape[perm[2]]), "image grid")
     _check_pixels(a, "batch")
     if not owned:
         a = _copy(a)
@@ -348,9 +378,11 @@ def figure_job(figure) -> E.Job:
         frames = [_render(f) for f in figure]
         if len({f.shape for f in frames}) > 1:
             raise BadMedia("the figures of a list differ in size")
+        check_pixels_count(*_grid_size(len(frames), frames[0].shape[0], frames[0].shape[1]), "figure grid")
         rgba = np.stack(frames)
         return E.Job("figure", rgba, {"batch": True}, rgba.nbytes)
     rgba = _render(figure)
     if rgba.size == 0:
         raise BadMedia("the figure has no pixels")
+    check_pixels_count(rgba.shape[1], rgba.shape[0], "figure")
     return E.Job("figure", rgba, {}, rgba.nbytes)

@@ -428,9 +428,12 @@ class Run(MediaMixin):
         """Flush, close this session's files and (rank 0) record ``status`` in run.json.
 
         Idempotent: later calls do nothing. Also run at interpreter exit, on an uncaught
-        exception (status "failed") and when leaving a ``with`` block. Waits at most
-        ``timeout`` seconds for the writer (a large media backlog still being encoded, a
-        hung filesystem); on SIGTERM nblog passes 1 s.
+        exception (status "failed") and when leaving a ``with`` block. Takes at most
+        ``timeout`` seconds for the writer (on SIGTERM nblog passes 1 s): points, text
+        and counters are written first, then queued media is encoded for what is left
+        of ``timeout``; media still queued then is dropped and counted as
+        ``media_timeout`` in the session's END record. A hung filesystem: the files are
+        left as they are after ``timeout``.
         """
         if self._finished:
             return

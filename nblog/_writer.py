@@ -2,9 +2,16 @@
 
 The caller's thread only appends: packed 24-byte point records to ``points`` (a
 ``bytearray`` that is never replaced, so ``+=`` from several threads is safe under the
-GIL), and tuples to ``texts`` / ``tag_defs``. The writer thread wakes every
+GIL), and tuples to ``texts`` / ``tag_defs`` / ``media``. The writer thread wakes every
 ``flush_interval`` seconds, takes what is there in chunks of at most 1 MiB (so it
 never holds the GIL for long), frames it and appends it to the file with ``os.write``.
+
+Media is encoded by a second thread (``nblog-media``, started when the first media item
+is seen), one item after another, each reference written as soon as its blob is in the
+media pack. Points and text therefore reach the file every ``flush_interval`` however
+long a media backlog takes to encode (PNG compression of a large image takes seconds).
+Locks: ``_media_lock`` (one encoder at a time) is taken before ``_lock`` (the event
+log), never after it.
 
 Files are created with ``O_CREAT | O_EXCL | O_NOFOLLOW`` (never through a symbolic link
 someone placed there) and opened for append; a failed write is cut back with
@@ -24,7 +31,8 @@ from . import _log as log
 
 _CHUNK = (1 << 20) // F.POINT_SIZE * F.POINT_SIZE  # points per frame: at most 1 MiB
 _MAX_BACKLOG = 256 << 20  # bytes of points kept in memory while the disk lags
-_MEDIA_CHUNK = 8  # media items encoded per MEDIA frame
+_MEDIA_CHUNK = 8  # media references per MEDIA frame, at most
+_MEDIA_BATCH_S = 0.05  # a MEDIA frame gathers the references encoded within this many seconds
 
 
 def create_exclusive(path: str, mode: int = 0o666) -> int:
@@ -53,7 +61,8 @@ class Writer:
         on_progress: called in the writer thread every ``progress_interval`` seconds
             (rank 0 records the last step in ``run.json``, so ``nb ls`` never reads events).
         media_sink: turns queued media items into ``(step, tag id, ms, offset, length,
-            meta)`` references, in the writer thread (encoding and the media pack).
+            meta)`` references, in the media thread (encoding and the media pack).
+            Without one, queued items are written as references as they are.
 
     Raises:
         OSError: the file cannot be created (exists, symbolic link, permissions).
@@ -85,7 +94,13 @@ class Writer:
         self._media_sink = media_sink
         self._progress_interval = progress_interval
         self._last_progress = time.monotonic()
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the event log (fd, frames, counters in frames)
+        self._media_lock = threading.Lock()  # one media encoder at a time; taken before _lock
+        self._media_thread: threading.Thread | None = None
+        self._media_popped = 0  # media items taken off the queue so far (flush's barrier)
+        self._media_inflight = 0  # taken off the queue, reference not yet written
+        self._media_rate = 0.0  # bytes of queued media encoded per second, measured
+        self._defs_failed = False  # the last tag definitions could not be written
         self._wake = threading.Event()
         self._stop = False
         self._closed = False
@@ -102,24 +117,52 @@ class Writer:
     # -- caller side ---------------------------------------------------------------
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Write everything appended before this call; True when done in ``timeout``."""
+        """Write everything appended before this call: points, text and tag definitions
+        first, then the media queued (encoded here, in the calling thread).
+
+        Args:
+            timeout: seconds to wait at most (None: as long as it takes). Media not
+                encoded by then stays queued for the media thread (nothing is dropped).
+
+        Returns:
+            True when everything was written within ``timeout``.
+        """
         if self._dead or self._closed:
             return True
+        deadline = None if timeout is None else time.monotonic() + timeout
         if not self._lock.acquire(timeout=-1 if timeout is None else timeout):
             return False
         try:
             self._drain()
+            target = self._media_popped + len(self.media)  # the media logged before this call
         finally:
             self._lock.release()
+        if target == self._media_popped and not self._media_inflight:
+            return True
+        if not self._media_lock.acquire(timeout=-1 if deadline is None else max(0.0, deadline - time.monotonic())):
+            return False
+        try:
+            while self._media_popped < target and self.media and not self._closed:
+                if deadline is not None and not self._fits(deadline):
+                    return False
+                self._encode_media(deadline, target)
+        finally:
+            self._media_lock.release()
         return True
 
     def close(self, end: dict, timeout: float = 5.0) -> None:
         """Drain, write the END frame with ``end`` (plus counters) and close the file.
 
-        Idempotent. Waits at most ``timeout`` seconds for the writer thread's lock.
+        Everything is bounded by ``timeout`` seconds: points, text and a STATS frame
+        are written first (within milliseconds, unless the writer thread holds the log
+        that long); the media still queued is then encoded while time is left (an item
+        is not started when the encoding speed measured so far says it would end past
+        the deadline). Media left over is dropped and counted as ``media_timeout`` in
+        the END frame. Idempotent.
         """
         if self._dead or self._closed:
             return
+        deadline = time.monotonic() + timeout
         self._stop = True
         self._wake.set()
         if not self._lock.acquire(timeout=timeout):
@@ -128,18 +171,40 @@ class Writer:
             if self._closed:
                 return
             self._drain()
-            self._write(
-                F.json_frame(F.FRAME_END, {**end, "ms": self._ms(), "dropped": dict(self.dropped)})
-            )
-            self._closed = True
-            try:
-                os.close(self._fd)
-            except OSError:
-                pass
+            if self.media or self._media_inflight:  # counters on disk before the long part
+                self._write_stats({})
         finally:
             self._lock.release()
+        media_locked = self._media_lock.acquire(timeout=max(0.0, deadline - time.monotonic()))
+        try:
+            if media_locked:
+                while self.media and self._fits(deadline):
+                    self._encode_media(deadline)
+            if not self._lock.acquire(timeout=max(0.2, deadline - time.monotonic())):
+                return
+            try:
+                if self._closed:
+                    return
+                self._drain()
+                left = len(self.media) + self._media_inflight  # not encoded in time
+                if left:
+                    del self.media[:]
+                    self.dropped["media_timeout"] += left
+                self._write(
+                    F.json_frame(F.FRAME_END, {**end, "ms": self._ms(), "dropped": dict(self.dropped)})
+                )
+                self._closed = True
+                try:
+                    os.close(self._fd)
+                except OSError:
+                    pass
+            finally:
+                self._lock.release()
+        finally:
+            if media_locked:
+                self._media_lock.release()
         if threading.current_thread() is not self._thread:
-            self._thread.join(timeout=timeout)
+            self._thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
     def forget(self) -> None:
         """In a forked child: drop everything and never write (the parent owns the file)."""
@@ -180,12 +245,90 @@ class Writer:
                         self._on_progress()
                 except Exception as exc:  # never let the thread die silently
                     self._warn_once("writer", f"nblog: writer error on {self.path}: {exc!r}")
+            if self.media and self._media_thread is None:
+                self._media_thread = threading.Thread(target=self._media_loop, name="nblog-media", daemon=True)
+                self._media_thread.start()
+
+    def _media_loop(self) -> None:
+        """Encode queued media one item after another; sleep a flush interval when none."""
+        while not self._stop and not self._dead:
+            if not self.media:
+                time.sleep(self._flush_interval)
+                continue
+            if not self._media_lock.acquire(timeout=self._flush_interval):
+                continue  # flush() is encoding
+            try:
+                if self._stop or self._dead or self._closed:
+                    return
+                self._encode_media(None)
+            except Exception as exc:  # never let the thread die silently
+                self._warn_once("media", f"nblog: media writer error on {self.path}: {exc!r}")
+            finally:
+                self._media_lock.release()
+
+    def _fits(self, deadline: float) -> bool:
+        """Whether the next queued item can be encoded before ``deadline`` (monotonic s),
+        at the speed measured so far (unknown speed: whether time is left at all)."""
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        media = self.media
+        if not media or self._media_rate <= 0:
+            return True
+        return getattr(media[0][3], "nbytes", 0) / self._media_rate <= left
+
+    def _encode_media(self, deadline: float | None, target: int | None = None) -> None:
+        """Encode queued items (at most ``_MEDIA_CHUNK``, for about ``_MEDIA_BATCH_S``,
+        none past ``deadline``, none past item number ``target``), then write their
+        references in one MEDIA frame. Caller holds ``_media_lock``, not ``_lock``."""
+        media = self.media
+        refs: list = []
+        start = time.monotonic()
+        try:
+            for _ in range(_MEDIA_CHUNK):
+                if not media or (target is not None and self._media_popped >= target):
+                    break
+                if self._stop and deadline is None and target is None:
+                    break  # the media thread gives way to close()
+                if refs and (time.monotonic() - start > _MEDIA_BATCH_S
+                             or (deadline is not None and not self._fits(deadline))):
+                    break
+                self._media_inflight += 1
+                item = media.pop(0)
+                self._media_popped += 1
+                t = time.monotonic()
+                if self._media_sink is None:
+                    refs.append(item)
+                else:
+                    refs += self._media_sink([item])  # none for bad or unwritable media
+                    nbytes = getattr(item[3], "nbytes", 0)
+                    elapsed = time.monotonic() - t
+                    if nbytes > 0 and elapsed > 0:
+                        rate = nbytes / elapsed
+                        self._media_rate = rate if self._media_rate <= 0 else 0.7 * self._media_rate + 0.3 * rate
+        finally:
+            with self._lock:
+                self._media_inflight = 0
+                if refs and not self._closed:  # once closed, counted as media_timeout by close()
+                    self._write_refs(refs)
+
+    def _write_refs(self, refs: list) -> None:
+        """One MEDIA frame of references, after any pending tag definitions. Caller holds ``_lock``."""
+        self._drain()  # tag definitions before the references that use them
+        if self._defs_failed:
+            self.dropped["write_error"] += len(refs)
+            return
+        if not self._first_step_known:
+            self._first_step(refs[0][0])
+        if not self._write(F.frame(F.FRAME_MEDIA, F.encode_media(refs)), "media"):
+            self.dropped["write_error"] += len(refs)
 
     def _drain(self) -> bool:
-        """Write what the buffers hold. Caller holds ``_lock``. Returns True if it wrote."""
+        """Write the tag definitions, points and text the buffers hold (media is the media
+        thread's). Caller holds ``_lock``. Returns True if it wrote."""
         wrote = False
+        self._defs_failed = False
         n_text = len(self.texts)
-        n_media = len(self.media)
         n_points = len(self.points)
         n_points -= n_points % F.POINT_SIZE
         backlog = n_points - _MAX_BACKLOG
@@ -206,8 +349,9 @@ class Writer:
                 # A record never goes before its tag's definition: keep the definitions
                 # for the next drain, drop (and count) what this drain would have written.
                 self.tag_defs[:0] = defs
-                dropped = n_points // F.POINT_SIZE + n_text + n_media
-                del self.points[:n_points], self.texts[:n_text], self.media[:n_media]
+                self._defs_failed = True
+                dropped = n_points // F.POINT_SIZE + n_text
+                del self.points[:n_points], self.texts[:n_text]
                 self.dropped["write_error"] += dropped
                 return wrote
             wrote = True
@@ -229,19 +373,6 @@ class Writer:
             if not self._write(F.frame(F.FRAME_TEXT, F.encode_texts(items)), "text"):
                 self.dropped["write_error"] += len(items)
             wrote = True
-        while n_media > 0:  # a few at a time: each blob's reference follows it soon
-            take = min(n_media, _MEDIA_CHUNK)
-            items = self.media[:take]
-            del self.media[:take]
-            n_media -= take
-            if self._media_sink is not None:  # encode and store blobs, here in this thread
-                items = self._media_sink(items)  # may be fewer (bad or unwritable media)
-            if items:
-                if not self._first_step_known:
-                    self._first_step(items[0][0])
-                if not self._write(F.frame(F.FRAME_MEDIA, F.encode_media(items)), "media"):
-                    self.dropped["write_error"] += len(items)
-                wrote = True
         return wrote
 
     def _find_first_step_in_points(self, chunk: bytes) -> None:
