@@ -16,6 +16,7 @@ import numpy as np
 
 from . import _format as F
 from ._catalog import run_summary
+from ._media_read import pack_path
 from ._reader import RunReader
 from ._tail import json_number, tag_matcher
 
@@ -147,15 +148,17 @@ def tag_table(reader: RunReader, ranks: Iterable[int] | None = None) -> list[dic
 def overview(reader: RunReader) -> dict:
     """Everything ``nb show`` prints, as one JSON-able dict.
 
-    Keys: run (the ``nb ls`` row of :func:`nblog._catalog.run_summary`), meta (the other
+    Keys: run (the ``nb ls`` row of :func:`nblog._catalog.run_summary`; its last_step
+    from the event logs when ``run.json`` has none, as after an early kill), meta (the other
     ``run.json`` fields: launcher, job_id, job_id_source, run_id_source, hosts,
     nblog_version, format_version), config, sessions (from ``run.json``, each with
     hidden_points: points hidden by later sessions, all ranks), files (one per event
     log: rank, session, file, size_bytes, host, pid, wall_start, first_step,
     last_step, points, hidden_points, closed, end_status, dropped, skipped_bytes,
-    pending_bytes, unknown_frames), machines (:meth:`RunReader.machines` plus
-    system_tags), tags (:func:`tag_table`), dropped (counter → points dropped, all
-    ranks and sessions), problems (skipped_bytes, unknown_frames, pending_bytes).
+    pending_bytes, unknown_frames), media (:func:`media_pack` per rank that logged
+    media), machines (:meth:`RunReader.machines` plus system_tags), tags
+    (:func:`tag_table`), dropped (counter → points dropped, all ranks and sessions),
+    problems (skipped_bytes, unknown_frames, pending_bytes, media_missing).
     """
     meta = reader.meta
     files = []
@@ -213,23 +216,55 @@ def overview(reader: RunReader) -> dict:
                 "restart_counts": s.get("restart_counts") or {},
             }
         )
+    media = []
+    for r in ranks:
+        pack = media_pack(reader, r)
+        if pack is not None:
+            media.append(pack)
+            problems["media_missing"] += pack["missing"]
     machines = []
     for m in reader.machines():
         m = dict(m)
         m["system_tags"] = len(reader.tags(m["rank"], "system"))
         machines.append(m)
     keys = ("launcher", "job_id", "job_id_source", "run_id_source", "hosts", "nblog_version", "format_version")
+    run = run_summary(reader.dir)
+    if run.get("last_step") is None:  # run.json has none yet (a run killed early): the event logs do
+        steps = [f["last_step"] for f in files if f["last_step"] is not None]
+        run["last_step"] = max(steps) if steps else None
     return {
-        "run": run_summary(reader.dir),
+        "run": run,
         "meta": {k: meta.get(k) for k in keys},
         "config": reader.config,
         "sessions": sessions,
         "files": files,
+        "media": media,
         "machines": machines,
         "tags": tag_table(reader, ranks),
         "dropped": dict(sorted(dropped.items())),
-        "problems": {k: problems.get(k, 0) for k in ("skipped_bytes", "pending_bytes", "unknown_frames")},
+        "problems": {k: problems.get(k, 0) for k in ("skipped_bytes", "pending_bytes", "unknown_frames",
+                                                     "media_missing")},
     }
+
+
+def media_pack(reader: RunReader, rank: int) -> dict | None:
+    """The media pack of ``rank``, checked against its references without reading a
+    blob: rank, file, size_bytes (None when the pack is missing), records (every
+    reference, hidden ones too) and missing (references to bytes past the end of the
+    pack: deleted or truncated). None when the rank logged no media. Blob checksums
+    are verified when blobs are read (``nb media -o``, :meth:`RunReader.image`)."""
+    recs = reader.media(rank=rank, include_hidden=True)
+    if not len(recs):
+        return None
+    path = pack_path(reader, rank)
+    try:
+        size = os.stat(path).st_size
+    except OSError:
+        size = None
+    ends = (recs["offset"] + recs["length"]).to_numpy()
+    missing = len(recs) if size is None else int((ends > size).sum())
+    return {"rank": rank, "file": os.path.basename(path), "size_bytes": size, "records": len(recs),
+            "missing": missing}
 
 
 def timer_report(

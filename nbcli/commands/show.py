@@ -99,6 +99,18 @@ def show(run: RunArg, root: Root = None, as_json: Json = False) -> None:
         ),
         title="Event logs of the writing ranks",
     )
+    if info["media"]:
+        out.gap()
+        out.table(
+            [Column("RANK", True), Column("FILE"), Column("SIZE", True), Column("RECORDS", True),
+             Column("MISSING", True)],
+            (
+                [p["rank"], data(p["file"]), fmt_bytes(p["size_bytes"]) if p["size_bytes"] is not None else "missing",
+                 p["records"], data(str(p["missing"]), "red" if p["missing"] else "")]
+                for p in info["media"]
+            ),
+            title="Media packs (missing: records whose bytes are past the end of the pack)",
+        )
     out.gap()
     out.table(
         [Column("HOST"), Column("RANK", True), Column("CPUS", True), Column("MEMORY", True),
@@ -134,6 +146,8 @@ def show(run: RunArg, root: Root = None, as_json: Json = False) -> None:
         warn(f"{p['skipped_bytes']} corrupt bytes were skipped while reading this run")
     if p["unknown_frames"]:
         warn(f"{p['unknown_frames']} records of a newer format version were skipped")
+    if p["media_missing"]:
+        warn(f"{p['media_missing']} media records point past the end of their pack (deleted or truncated)")
 
 
 def _state(f: dict) -> str:

@@ -95,3 +95,25 @@ def test_path_to_run_folder(cli, runs):
 def test_text_in_tags_table_is_escaped(cli, runs):
     out = cli("show", "ddp-00000001", "--root", str(runs)).stdout
     assert TEXT not in out and "\x1b" not in out and "\u202e" not in out
+
+
+def test_a_run_killed_early_shows_its_last_step_from_the_event_logs(cli, tmp_path):
+    """run.json learns a session's last step at finish (or a later progress update); a
+    run killed before either still has one in its event logs, and nb show reads them."""
+    import subprocess
+    import sys
+
+    from cli_helpers import clean_env
+
+    code = (
+        "import os, signal, nblog as nb\n"
+        f"run = nb.init('p', run_id='killed', root={str(tmp_path)!r}, system=False)\n"
+        "for step in range(40):\n"
+        "    run.add_scalar('loss', 1.0 / (step + 1), step=step)\n"
+        "run.flush()\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    subprocess.run([sys.executable, "-c", code], env=clean_env(), timeout=60)
+    info = show_json(cli, tmp_path, "killed")
+    assert info["run"]["last_step"] == 39
+    assert [f["last_step"] for f in info["files"]] == [39]

@@ -141,3 +141,24 @@ def test_a_corrupt_blob_is_reported_and_the_rest_written(cli, logged, tmp_path):
 def test_unknown_run(cli, root):
     result = cli("media", "nope", "--root", str(root))
     assert result.exit_code == 1 and "error: no run matches 'nope'" in result.stderr
+
+
+def test_show_checks_media_packs_against_their_references(cli, logged):
+    def show():
+        result = cli("show", logged.dir, "--json")
+        assert result.exit_code == 0, result.stderr
+        return json.loads(result.stdout)
+
+    (pack,) = show()["media"]
+    n = pack["records"]
+    assert pack["rank"] == 0 and pack["missing"] == 0 and n > 2 and pack["size_bytes"] > 0
+    path = os.path.join(logged.dir, pack["file"])
+    with open(path, "r+b") as f:
+        f.truncate(pack["size_bytes"] // 2)
+    info = show()
+    assert 0 < info["media"][0]["missing"] < n and info["problems"]["media_missing"] == info["media"][0]["missing"]
+    plain = cli("show", logged.dir)
+    assert "point past the end of their pack" in plain.stderr and "Media packs" in plain.stdout
+    os.remove(path)
+    info = show()
+    assert info["media"][0]["size_bytes"] is None and info["media"][0]["missing"] == n
