@@ -6,17 +6,14 @@ contents, so it stays fast on thousands of runs.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Mapping
-from stat import S_ISREG
 
 from ._errors import AmbiguousRunError, RunNotFoundError
-from ._runfile import RUN_JSON, parse_event_file_name
+from ._runfile import RUN_JSON, parse_event_file_name, read_json_file
 
 STALE_AFTER_S = 180.0  # a "running" run with no write for this long is "stale" (3 heartbeats)
-_O_READ = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
 
 
 def default_root(env: Mapping[str, str] | None = None) -> str:
@@ -101,37 +98,6 @@ def run_summary(run_dir: str, now: float | None = None, stale_after: float = STA
     return row
 
 
-def _read_json_file(path: str) -> tuple[dict | None, os.stat_result | None]:
-    """``(parsed object or None, stat of the file or None)`` of a JSON file, in four
-    system calls (open, fstat, read, close): the stat comes from the open file, so
-    listing a run needs no separate stat of its run.json. A FIFO or device under that
-    name is never read (opened non-blocking, and only regular files are read)."""
-    try:
-        fd = os.open(path, _O_READ)
-    except OSError:
-        return None, None
-    st = None
-    try:
-        st = os.fstat(fd)
-        if not S_ISREG(st.st_mode):
-            return None, st
-        data = os.read(fd, st.st_size + 1)
-        if len(data) != st.st_size:  # changed since the fstat (run.json is replaced, never
-            parts = [data]  # rewritten in place, so only a hostile file gets here): read it all
-            while chunk := os.read(fd, 1 << 20):
-                parts.append(chunk)
-            data = b"".join(parts)
-    except OSError:
-        return None, st
-    finally:
-        os.close(fd)
-    try:
-        obj = json.loads(data.decode("utf-8"))
-    except (ValueError, RecursionError):  # bad UTF-8 or JSON, or nesting too deep (hostile)
-        return None, st
-    return (obj if isinstance(obj, dict) else None), st
-
-
 def _summary(run_dir: str, now: float, stale_after: float, only_runs: bool) -> dict | None:
     """:func:`run_summary` of an absolute path; None if ``only_runs`` and it holds
     neither run.json nor an event log. One directory listing, one stat per event log
@@ -170,7 +136,7 @@ def _summary(run_dir: str, now: float, stale_after: float, only_runs: bool) -> d
         return None
     meta = None
     if has_json or not only_runs:
-        meta, st = _read_json_file(prefix + RUN_JSON)
+        meta, st = read_json_file(prefix + RUN_JSON)
         if st is not None:
             size += st.st_size
             if st.st_mtime > last_write:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from . import _format as F
 from . import _log as log
 from ._errors import FormatVersionError
+from ._runfile import open_regular
 
 _READ_LIMIT = 1 << 30  # bytes read per poll at most; the rest waits for the next poll
 _MAP_MIN = 4 << 20  # a closed file this large is mapped instead of read (see _closed)
@@ -78,6 +79,7 @@ class LogFile:
         self.pending_bytes = 0
         self.size = 0
         self._views: list = []  # numpy views of self.chunks, made on demand
+        self._warned = False  # about a file that cannot be read
 
     # -- parsing -------------------------------------------------------------------
 
@@ -89,7 +91,7 @@ class LogFile:
         """
         delta = Delta()
         try:
-            with open(self.path, "rb") as f:
+            with open_regular(self.path) as f:
                 size = os.fstat(f.fileno()).st_size
                 self.size = size
                 if size <= self.offset:
@@ -100,6 +102,11 @@ class LogFile:
                     f.seek(self.offset)
                     data = f.read(min(size - self.offset, _READ_LIMIT))
         except FileNotFoundError:
+            return delta
+        except OSError as err:  # not a regular file (a FIFO, a device) or unreadable
+            if not self._warned:
+                self._warned = True
+                log.warning("nblog: cannot read %s: %s; skipped", self.path, err.strerror or err)
             return delta
         pos = 0
         if self.version is None:
@@ -361,7 +368,7 @@ def read_header(path: str, limit: int = 1 << 16) -> dict:
     """The session header of an event log, reading at most ``limit`` bytes; {} if none."""
     lf = LogFile(path, keep=False)
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             data = f.read(limit)
     except OSError:
         return {}

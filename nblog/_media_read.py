@@ -21,6 +21,7 @@ from . import _format as F
 from . import _log as log
 from . import _pack as P
 from ._media_encode import decode_histogram
+from ._runfile import open_regular
 
 #: Columns of :meth:`RunReader.media` frames (``hidden`` added with include_hidden).
 MEDIA_SCHEMA = {
@@ -145,7 +146,7 @@ def media_bytes(reader, record) -> bytes:
     """The verified blob of one record (a row of :meth:`RunReader.media`)."""
     rank = int(_field(record, "rank"))
     path = pack_path(reader, rank)
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         return P.read_blob(f, int(_field(record, "offset")), int(_field(record, "length")), path)[1]
 
 
@@ -157,7 +158,7 @@ def iter_bytes(reader, frame: pl.DataFrame):
         for row in frame.iter_rows(named=True):
             rank = int(row["rank"])
             if rank not in handles:
-                handles[rank] = open(pack_path(reader, rank), "rb")
+                handles[rank] = open_regular(pack_path(reader, rank))
             yield row, P.read_blob(handles[rank], int(row["offset"]), int(row["length"]), pack_path(reader, rank))[1]
     finally:
         for f in handles.values():
@@ -187,7 +188,7 @@ def histograms(reader, tags, rank: int, include_hidden: bool) -> pl.DataFrame:
     path = pack_path(reader, rank)
     record, edges_l, edges_r, counts, good = [], [], [], [], []
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             for item in found:
                 _s, _step, _name, _wall, offset, length, _meta, _hidden = item
                 try:

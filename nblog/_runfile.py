@@ -12,8 +12,11 @@ import re
 import sys
 import threading
 from collections.abc import Mapping
+from stat import S_ISREG
 
 from ._writer import create_exclusive
+
+_O_READ = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
 
 RUN_JSON = "run.json"
 _EVENT_FILE = re.compile(r"^events\.r(\d+)\.s(\d+)\.log$")
@@ -143,14 +146,60 @@ def write_json_atomic(path: str, data: dict) -> None:
         raise
 
 
-def read_run_json(run_dir: str) -> dict | None:
-    """Return the parsed ``run.json`` of ``run_dir``, or None if missing or unreadable."""
+def read_json_file(path: str) -> tuple[dict | None, os.stat_result | None]:
+    """``(parsed object or None, stat of the file or None)`` of a JSON file, in four
+    system calls (open, fstat, read, close): the stat comes from the open file, so
+    listing a run needs no separate stat of its run.json. A FIFO or device under that
+    name is never read (opened non-blocking, and only regular files are read)."""
     try:
-        with open(os.path.join(run_dir, RUN_JSON), encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError, RecursionError):  # RecursionError: nesting too deep (hostile)
-        return None
-    return data if isinstance(data, dict) else None
+        fd = os.open(path, _O_READ)
+    except OSError:
+        return None, None
+    st = None
+    try:
+        st = os.fstat(fd)
+        if not S_ISREG(st.st_mode):
+            return None, st
+        data = os.read(fd, st.st_size + 1)
+        if len(data) != st.st_size:  # changed since the fstat (run.json is replaced, never
+            parts = [data]  # rewritten in place, so only a hostile file gets here): read it all
+            while chunk := os.read(fd, 1 << 20):
+                parts.append(chunk)
+            data = b"".join(parts)
+    except OSError:
+        return None, st
+    finally:
+        os.close(fd)
+    try:
+        obj = json.loads(data.decode("utf-8"))
+    except (ValueError, RecursionError):  # bad UTF-8 or JSON, or nesting too deep (hostile)
+        return None, st
+    return (obj if isinstance(obj, dict) else None), st
+
+
+def open_regular(path: str):
+    """Open ``path`` for reading bytes (a binary file object) without ever blocking:
+    opened non-blocking, and ``OSError`` (``ENODEV``) when it is not a regular file,
+    so a FIFO or device placed under a run's file name never hangs a reader.
+
+    Raises:
+        OSError: as ``open`` does (``FileNotFoundError``, ``PermissionError``, ...),
+            and when the path is not a regular file.
+    """
+    fd = os.open(path, _O_READ)
+    try:
+        if not S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(19, "not a regular file", path)  # ENODEV
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_run_json(run_dir: str) -> dict | None:
+    """Return the parsed ``run.json`` of ``run_dir``, or None if missing, unreadable,
+    not a regular file (a FIFO there never blocks the reader) or not a JSON object."""
+    return read_json_file(os.path.join(run_dir, RUN_JSON))[0]
 
 
 class RunFile:

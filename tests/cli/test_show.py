@@ -117,3 +117,40 @@ def test_a_run_killed_early_shows_its_last_step_from_the_event_logs(cli, tmp_pat
     info = show_json(cli, tmp_path, "killed")
     assert info["run"]["last_step"] == 39
     assert [f["last_step"] for f in info["files"]] == [39]
+
+
+def test_fifos_under_a_runs_file_names_never_hang_a_reader(cli, tmp_path):
+    """A FIFO named run.json, events.r1.s0.log or media.r0.pack (left by a tool, or
+    hostile) is skipped: nothing blocks in open() waiting for a writer."""
+    import os
+    import subprocess
+    import sys
+
+    from cli_helpers import clean_env
+
+    import nblog as nb
+
+    run = nb.init("p", run_id="fifo", root=str(tmp_path), system=False, _environ={})
+    run.add_scalar("loss", 1.0, step=0)
+    run.finish()
+    run_dir = tmp_path / "p" / "fifo"
+    (run_dir / "run.json").unlink()
+    for name in ("run.json", "events.r1.s0.log", "media.r0.pack"):
+        os.mkfifo(run_dir / name)
+    code = (
+        "import sys, nblog as nb\n"
+        "r = nb.RunReader(sys.argv[1])\n"
+        "print(r.config, r.ranks(), len(r.scalars(all_ranks=True)), len(r.histograms()), r.sessions(1)[0]['points'])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(run_dir)], env=clean_env(), capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["{}", "[0,", "1]", "1", "0", "0"]
+    nb_cmd = [sys.executable, "-c", "from nbcli.app import main; main()"]
+    for command, code in ((["show", str(run_dir), "--json"], 0), (["timers", str(run_dir)], 0),
+                          (["tail", str(run_dir), "--rank", "1"], 0)):
+        done = subprocess.run(nb_cmd + command, env=clean_env(), capture_output=True, text=True, timeout=60)
+        assert done.returncode == code and "Traceback" not in done.stderr, (command, done.stderr)
+    assert "events.r1.s0.log: not a regular file; skipped" in done.stderr  # tail of the FIFO rank says so
+    assert json.loads(subprocess.run(nb_cmd + ["show", str(run_dir), "--json"], env=clean_env(), capture_output=True,
+                                     text=True, timeout=60).stdout)["media"] == []
