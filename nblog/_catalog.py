@@ -165,8 +165,10 @@ def _summary(run_dir: str, now: float, stale_after: float, only_runs: bool) -> d
         if isinstance(s.get("last_step"), int):
             last_step = s["last_step"]
     return {
-        "id": meta.get("id") or os.path.basename(run_dir),
-        "project": meta.get("project") or os.path.basename(os.path.dirname(run_dir)),
+        # the folder's names, which RUN arguments resolve to (a copied or linked run
+        # folder keeps its run.json's id: listing that would name a run that does not open)
+        "id": os.path.basename(os.path.normpath(run_dir)),
+        "project": os.path.basename(os.path.dirname(os.path.normpath(run_dir))),
         "name": meta.get("name"),
         "status": status,
         "ranks": len(ranks),

@@ -95,7 +95,8 @@ def tag_table(reader: RunReader, ranks: Iterable[int] | None = None) -> list[dic
     ranks), last_step, last_value (of the lowest rank that logged the tag: rank 0 for
     scalars), last_rank, first_nonfinite (``{"step", "rank", "value"}`` of the earliest
     NaN or ±inf, lowest rank first at equal steps; None if every value is finite).
-    Text tags carry ``last_text`` instead of ``last_value``; media tags count records.
+    Every entry has every key (None where it does not apply): ``last_text`` is the last
+    text of a text tag, ``last_value`` None for text and media; media tags count records.
     Values that are not finite appear as the strings "nan", "inf", "-inf".
     """
     ranks = reader.ranks() if ranks is None else list(ranks)
@@ -105,7 +106,7 @@ def tag_table(reader: RunReader, ranks: Iterable[int] | None = None) -> list[dic
         return out.setdefault(
             (kind, tag),
             {"kind": kind, "tag": tag, "ranks": 0, "points": 0, "last_step": None, "last_value": None,
-             "last_rank": None, "first_nonfinite": None},
+             "last_text": None, "last_rank": None, "first_nonfinite": None},
         )
 
     for r in ranks:
@@ -130,8 +131,7 @@ def tag_table(reader: RunReader, ranks: Iterable[int] | None = None) -> list[dic
                 if e["last_rank"] is None:
                     e["last_step"], e["last_rank"] = int(g["step"][-1]), r
                     e["last_text"] = g["text"][-1]
-                e.pop("last_value", None)
-                e.pop("first_nonfinite", None)
+                e["last_value"] = None  # text has last_text instead
         media = reader.media(rank=r)  # visible records: a resume hides what it replaces
         for (tag,), g in media.group_by("tag", maintain_order=True) if len(media) else ():
             e = entry("media", tag)
@@ -139,8 +139,7 @@ def tag_table(reader: RunReader, ranks: Iterable[int] | None = None) -> list[dic
             e["points"] += len(g)
             if e["last_rank"] is None:
                 e["last_step"], e["last_rank"] = int(g["step"].max()), r
-            e.pop("last_value", None)
-            e.pop("first_nonfinite", None)
+            e["last_value"] = None  # media records have no value
     order = {"scalar": 0, "timer": 1, "text": 2, "media": 3}
     return sorted(out.values(), key=lambda e: (order[e["kind"]], e["tag"]))
 

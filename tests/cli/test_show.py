@@ -154,3 +154,23 @@ def test_fifos_under_a_runs_file_names_never_hang_a_reader(cli, tmp_path):
     assert "events.r1.s0.log: not a regular file; skipped" in done.stderr  # tail of the FIFO rank says so
     assert json.loads(subprocess.run(nb_cmd + ["show", str(run_dir), "--json"], env=clean_env(), capture_output=True,
                                      text=True, timeout=60).stdout)["media"] == []
+
+
+def test_every_tag_entry_has_every_key(cli, runs):
+    keys = {"kind", "tag", "ranks", "points", "last_step", "last_value", "last_text", "last_rank", "first_nonfinite"}
+    tags = show_json(cli, runs)["tags"]
+    assert {t["kind"] for t in tags} >= {"scalar", "timer", "text"}
+    assert all(set(t) == keys for t in tags)
+
+
+def test_a_copied_run_folder_is_listed_by_its_folder_name(cli, runs, tmp_path):
+    """nb ls shows the id that RUN arguments resolve (the folder's), not the one inside
+    a copied folder's run.json."""
+    import json as _json
+    import shutil
+
+    root = tmp_path / "root"
+    shutil.copytree(runs / "vision" / "ddp-00000001", root / "vision" / "copy-0000")
+    rows = _json.loads(cli("ls", "--root", str(root), "--json").stdout)
+    assert [(r["project"], r["id"]) for r in rows] == [("vision", "copy-0000")]
+    assert cli("show", "copy-0000", "--root", str(root)).exit_code == 0
