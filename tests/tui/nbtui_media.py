@@ -135,3 +135,40 @@ def write_media_run(root: str) -> str:
                   {"kind": "image", "format": "png", "width": 8, "height": 8, "channels": 3})
     ef.end(39_000)
     return run_dir
+
+
+ODD_RUN_ID = "odd-0000beef"
+LONG_TAG = "experiments/" + "very_long_component_name/" * 8 + "final_image"
+ONE_BIN = np.linspace(-0.5, 2.002, 500)  # one bin from -0.5 to 2.002
+MANY_STEPS = tuple(range(20))
+
+
+def add_histogram(ef: EventFile, pack: Pack, tag: str, step: int, values, bins) -> None:
+    edges, counts, stats = histogram_stats(np.asarray(values, np.float64), bins)
+    off, n = pack.add(P.BLOB_HISTOGRAM, edges.tobytes() + counts.tobytes())
+    media(ef, tag, step, off, n, {"kind": "histogram", "format": "histogram", "bins": len(counts), **stats})
+
+
+def write_odd_media_run(root: str) -> str:
+    """A run of media that are hard to lay out (project ``vis``, run ``odd-0000beef``):
+    ``hist/one`` (one bin), ``hist/nan`` (every value NaN), ``hist/fine`` (100,000
+    bins), ``hist/many`` (20 steps, for the heat strip's grouping) and an image under
+    :data:`LONG_TAG` with a caption."""
+    run_dir = os.path.join(root, "vis", ODD_RUN_ID)
+    os.makedirs(run_dir, exist_ok=True)
+    with open(os.path.join(run_dir, "run.json"), "w") as f:
+        json.dump({"format_version": F.FORMAT_VERSION, "project": "vis", "id": ODD_RUN_ID, "name": "odd",
+                   "created": WALL0, "world_size": 1, "status": "finished",
+                   "sessions": [{"session": 0, "start": WALL0, "last_step": 19, "end": WALL0 + 20}]}, f)
+    ef = EventFile(os.path.join(run_dir, "events.r0.s0.log"), {
+        "format_version": F.FORMAT_VERSION, "project": "vis", "run_id": ODD_RUN_ID, "rank": 0, "local_rank": 0,
+        "world_size": 1, "session": 0, "host": "node-a", "pid": 1000, "wall_start": WALL0})
+    pack = Pack(os.path.join(run_dir, P.pack_file_name(0)))
+    add_histogram(ef, pack, "hist/one", 0, ONE_BIN, 1)
+    add_histogram(ef, pack, "hist/nan", 0, np.full(10, np.nan), 10)
+    add_histogram(ef, pack, "hist/fine", 0, hist_values(0), 100_000)
+    for step in MANY_STEPS:
+        add_histogram(ef, pack, "hist/many", step, hist_values(step), 16)
+    add_image(ef, pack, LONG_TAG, 7, gradient(7), "the caption")
+    ef.end(19_000)
+    return run_dir

@@ -13,14 +13,19 @@ import time
 import numpy as np
 import pytest
 
+from nbcli.tui.media import MediaData, MediaRecord
 from nbcli.tui.widgets.histogram import (
     HistogramData,
+    axis_labels,
     bar_chart,
     bins_per_bar,
+    heat_caption,
     heat_rows,
     heat_strip,
     resample,
+    steps_per_row,
 )
+from nbcli.tui.widgets.mediapane import head_text, middle_cut
 from nbcli.tui.widgets.picture import fit_cells, pick_mode
 
 
@@ -58,15 +63,114 @@ def test_heat_rows_are_shares_and_buckets_of_steps():
     counts = [np.full(8, 5 + s) for s in steps]
     data = HistogramData("w", steps, edges, counts, selected=7)
     share, starts, grid = heat_rows(data, 30, 4)
-    assert share.shape == (4, 30) and list(starts) == [0, 2, 5, 7]
+    assert share.shape == (4, 30) and list(starts) == [0, 3, 6, 9]  # 3 steps a row, the last one what is left
     assert np.allclose(share.sum(axis=1), 1.0)  # each row: the shares of its steps' values
     assert grid[0] == 0 and grid[-1] == 100
     text = heat_strip(data, 40, 5).plain.split("\n")
     assert len(text) == 5
-    assert text[3].startswith("▶ 70")  # the row of the selected step (index 7, step 70)
+    assert text[2].startswith("▶ 60")  # the row of the selected step (index 7, step 70: row 60-80)
     # the oldest row is shaded on the left, the newest on the right
     assert text[0][5:10].strip() and not text[0][-10:].strip()
     assert text[3][-5:].strip()
+
+
+def lines_fit(text, width: int) -> list[str]:
+    lines = text.plain.split("\n")
+    assert all(len(line) <= width for line in lines), [line for line in lines if len(line) > width]
+    return lines
+
+
+def test_axis_labels_stay_inside_the_width():
+    heat = lambda x: -0.5 + 2.0 * x / 61  # noqa: E731 - a heat strip from -0.5 to 1.5 in 61 columns
+    line = axis_labels(61, heat)
+    assert len(line) == 61 and line.startswith("-0.5 ") and line.endswith(" 1.5")
+    # the middle label names the value under it: 0.5, centred on the middle
+    assert line.split() == ["-0.5", "0.5", "1.5"]
+    assert abs(line.index("0.5", 5) + 1.5 - 30.5) <= 0.5
+    # no room for the middle: left out; no room for both ends: only the left one
+    assert axis_labels(10, lambda x: -0.5 + 0.2 * x).split() == ["-0.5", "1.5"]
+    assert axis_labels(6, lambda x: 1000.25 + x) == "1000  "
+    assert axis_labels(3, lambda x: 123456.0) == "123"
+    assert axis_labels(0, heat) == ""
+    # the middle rounded to what a column holds, not to noise: 0, not 0.00013
+    assert axis_labels(40, lambda x: -2.0 + 4.0 * x / 40 + 0.00013).split()[1] == "0"
+
+
+@pytest.mark.parametrize("width", [46, 66, 80])
+def test_one_bin_bars_keep_their_labels_on_the_line(width):
+    edges, counts = np.array([-0.5, 2.002]), np.array([500])
+    lines = lines_fit(bar_chart(edges, counts, width, 8), width)
+    axis = lines[-1]
+    assert axis.rstrip().endswith("2.002") and len(axis) <= width
+    left, mid, right = axis.split()  # the middle label is there
+    assert (left, right) == ("-0.5", "2.002")
+    # and names the value at the column under its centre (to what half a column holds)
+    x0 = lines[-2].index("└") + 1  # the first column of the bar
+    plot_w = len(lines[-2]) - x0
+    centre = axis.index(" " + mid + " ") + 1 + len(mid) / 2 - x0
+    cell = 2.502 / plot_w
+    assert abs(float(mid) - (-0.5 + 2.502 * centre / plot_w)) <= cell
+    assert abs(centre - plot_w / 2) <= 0.5
+
+
+@pytest.mark.parametrize("bins", [64, 1000, 100_000])
+def test_many_bins_bars_keep_their_labels_on_the_line(bins):
+    edges = np.linspace(-0.9497, 2.533, bins + 1)
+    counts = np.random.default_rng(1).integers(0, 50, bins)
+    for width in (46, 66):
+        lines = lines_fit(bar_chart(edges, counts, width, 8), width)
+        assert lines[-1].rstrip().endswith("2.533") and lines[-1].lstrip().startswith("-0.9497")
+        assert len(lines[-1].split()) == 3
+
+
+def test_bars_middle_label_is_the_value_at_that_column():
+    # 7 bins of 0.1 from -1: the old label named the edge of bar 3 (-0.7), left of the middle
+    edges = np.round(np.linspace(-1.0, -0.3, 8), 10)
+    lines = bar_chart(edges, np.arange(1, 8), 40, 6).plain.split("\n")
+    assert lines[-1].split() == ["-1", "-0.65", "-0.3"]
+
+
+def test_empty_histogram_says_so():
+    # every value NaN: numpy's made-up edges 0..1 and no counts
+    bars = bar_chart(np.linspace(0, 1, 11), np.zeros(10, np.int64), 60, 8).plain
+    assert "no finite values" in bars and "┤" not in bars
+    data = HistogramData("h", np.array([0]), [np.linspace(0, 1, 11)], [np.zeros(10, np.int64)], selected=0)
+    strip = heat_strip(data, 60, 3).plain
+    assert "no finite values" in strip and "0.5" not in strip
+    # an empty step next to ones with values: the value range is theirs, not 0..1
+    data = HistogramData("h", np.array([0, 1]), [np.linspace(0, 1, 11), np.array([5.0, 6.0, 7.0])],
+                         [np.zeros(10, np.int64), np.array([3, 4])])
+    _share, _starts, grid = heat_rows(data, 20, 4)
+    assert grid[0] == 5 and grid[-1] == 7
+
+
+def test_heat_rows_group_as_the_caption_says():
+    steps = np.arange(1, 21)
+    data = HistogramData("w", steps, [np.array([0.0, 1.0, 2.0])] * 20, [np.array([1, 1])] * 20)
+    for rows in (17, 10, 7, 4, 20, 40):
+        per, used = steps_per_row(20, rows)
+        _share, starts, _grid = heat_rows(data, 30, rows)
+        assert len(starts) == used <= rows and list(np.diff(starts)) == [per] * (used - 1)
+        caption = heat_caption(data, rows).plain
+        assert (f", {per} per row" in caption) == (per > 1) and "~" not in caption
+        labels = [int(line.split("│")[0].strip(" ▶")) for line in heat_strip(data, 40, rows + 1).plain.split("\n")[:-1]]
+        assert labels == list(steps[::per])  # no skipped steps: every row starts per steps later
+
+
+def test_head_keeps_step_kind_and_caption_with_a_long_tag():
+    tag = "experiments/" + "very_long_component_name/" * 8 + "final_image"
+    rec = MediaRecord(rank=0, session=0, step=7, tag=tag, kind="image", format="png", offset=0, length=1,
+                      width=32, height=24, channels=3, caption="[b]the caption[/b]")
+    for width in (40, 50, 66, 120):
+        head = head_text(MediaData(0, [rec], record=rec), width).plain
+        assert len(head) <= width
+        assert head.startswith("experi") and "…" in head and "image  step 7  image" in head
+        assert "  [b]the" in head  # the caption starts on the line, literally (not markup)
+        assert "[b]the caption[/b]" in head or width < 66
+    full = head_text(MediaData(0, [rec], record=rec)).plain
+    assert full.startswith(tag) and "session 0" in full
+    assert middle_cut("abcdefghij", 5) == "ab…ij" and middle_cut("abc", 5) == "abc"
+    assert middle_cut("日本語のタグ", 5) == "日…グ"
 
 
 def test_fit_cells_keeps_the_aspect_ratio():

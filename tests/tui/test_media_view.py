@@ -14,11 +14,14 @@ from nbtui_media import (
     CAPTION,
     HIST_STEPS,
     IMAGE_STEPS,
+    LONG_TAG,
+    MANY_STEPS,
     Pack,
     add_image,
     gradient,
     hist_values,
     write_media_run,
+    write_odd_media_run,
 )
 from nbtui_synth import WALL0, EventFile
 from rich.color import Color
@@ -27,7 +30,7 @@ from textual.widgets import Static
 from nbcli.tui.app import NbTui
 from nbcli.tui.widgets.histogram import HistogramView
 from nbcli.tui.widgets.medialist import MediaList
-from nbcli.tui.widgets.mediapane import MediaPane
+from nbcli.tui.widgets.mediapane import MediaPane, head_text
 from nbcli.tui.widgets.picture import Picture
 from nblog import _format as F
 from nblog._media_encode import histogram_stats
@@ -78,7 +81,9 @@ async def test_selecting_an_image_draws_its_pixels(media_run):
             assert data.message is None
             assert np.array_equal(np.asarray(data.image.convert("RGB")), gradient(step))
             head = text_of(pane.query_one("#media-head", Static))
-            assert f"step {step}" in head and CAPTION in head  # the caption literally, not as markup
+            # the caption literally, not as markup (cut at the width of the pane)
+            assert f"step {step}" in head and CAPTION[:18] in head
+            assert CAPTION in head_text(data).plain
             # what is on screen: half blocks whose colours follow the gradient (red grows to the right,
             # green downwards, blue is the step's)
             picture = pane.query_one(Picture)
@@ -183,3 +188,94 @@ async def test_media_that_grows_is_listed(media_run):
         await settle(pilot)
         assert [r.step for r in pane.data.records if r.tag == "img/pred"] == [*IMAGE_STEPS, 50, 60]
 
+
+
+@pytest.fixture
+def odd_run(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    return write_odd_media_run("runs")
+
+
+def lines_of(widget) -> list[str]:
+    """The widget's lines as drawn (padding included)."""
+    return [widget.render_line(y).text for y in range(widget.size.height)]
+
+
+@pytest.mark.parametrize("size", [(100, 30), (80, 24)])
+@aio
+async def test_histogram_axis_labels_stay_on_their_line(odd_run, size):
+    app = app_for(odd_run)
+    async with app.run_test(size=size) as pilot:
+        await open_media(pilot)
+        for tag, left, right in (("hist/one", "-0.5", "2.002"), ("hist/fine", "-2.228", "2.228")):
+            pane = await select(pilot, tag, 0)
+            hist = pane.query_one(HistogramView)
+            lines = lines_of(hist)
+            assert all(len(line) <= hist.size.width for line in lines)
+            axes = [i for i, line in enumerate(lines) if "└" in line]
+            assert len(axes) == 1
+            labels = lines[axes[0] + 1].split()
+            # the three labels on the line under the axis, none wrapped to the next line
+            assert labels[0] == left and labels[-1] == right and len(labels) == 3
+            assert not lines[axes[0] + 2].strip()
+            # the heat strip's value axis too
+            strip_axis = next(line for line in reversed(lines) if line.strip())
+            assert strip_axis.split()[0] == left and strip_axis.split()[-1] == right
+        # every value NaN: said, no count axis from 0 to 0
+        pane = await select(pilot, "hist/nan", 0)
+        text = "\n".join(lines_of(pane.query_one(HistogramView)))
+        assert "NaN 10 (not binned)" in text and "no finite values" in text
+        assert "┤" not in text and "0.5" not in text
+
+
+@aio
+async def test_heat_strip_rows_hold_what_the_caption_says(odd_run):
+    app = app_for(odd_run)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_media(pilot)
+        pane = await select(pilot, "hist/many", MANY_STEPS[-1])
+        lines = lines_of(pane.query_one(HistogramView))
+        caption = next(line for line in lines if "20 steps" in line)
+        per = int(caption.split(", ")[1].split(" per row")[0])
+        assert per > 1
+        rows = [line for line in lines if "│" in line and "┤" not in line and "└" not in line]
+        steps = [int(line.split("│")[0].strip(" ▶")) for line in rows if line.split("│")[0].strip(" ▶")]
+        assert steps == list(MANY_STEPS[::per])  # every row starts per steps after the previous
+
+
+@aio
+async def test_a_long_tag_leaves_step_kind_and_caption_in_the_head(odd_run):
+    app = app_for(odd_run)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_media(pilot)
+        pane = await select(pilot, LONG_TAG, 7)
+        head = lines_of(pane.query_one("#media-head"))[0]
+        assert "…" in head and "step 7  image" in head and "the caption" in head
+        assert head.strip().startswith(LONG_TAG[:5]) and head.split("  step")[0].strip().endswith("image")
+
+
+@aio
+async def test_the_highlighted_row_stays_in_view_on_resize(odd_run):
+    app = app_for(odd_run)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await open_media(pilot)
+        media_list = pilot.app.screen.query_one(MediaList)
+        await select(pilot, "hist/one", 0)  # the last row
+        line = media_list.cursor_line
+        for size in ((80, 24), (80, 14), (60, 10)):
+            await pilot.resize_terminal(*size)
+            await settle(pilot)
+            top = media_list.scroll_offset.y
+            assert top <= line < top + media_list.scrollable_content_region.height, size
+            assert media_list.cursor_line == line
+
+
+@aio
+async def test_the_media_list_grows_with_the_terminal(media_run):
+    widths = {}
+    for cols in (80, 100, 200):
+        app = app_for(media_run)
+        async with app.run_test(size=(cols, 30)) as pilot:
+            await open_media(pilot)
+            widths[cols] = pilot.app.screen.query_one("#media-side").outer_size.width
+    assert widths[80] == 28 and widths[100] == 32 and widths[200] == 64

@@ -9,11 +9,14 @@ import shutil
 import time
 
 import numpy as np
+import pytest
 from nbtui_helpers import aio, settle
 from nbtui_synth import ODD_TAG, RUN_ID, WALL0, EventFile, header, many_tags
-from textual.widgets import DataTable, Input, RichLog, Static, TabbedContent
+from textual.widgets import DataTable, Footer, Input, RichLog, Static, TabbedContent
+from textual.widgets._footer import FooterKey
 
 from nbcli.tui.app import NbTui
+from nbcli.tui.screens.help import HelpScreen
 from nbcli.tui.screens.run import PlotGrid, RunScreen
 from nbcli.tui.screens.runs import RunsScreen
 from nbcli.tui.widgets.plot import BraillePlot
@@ -259,3 +262,40 @@ async def test_run_still_being_created(tmp_path):
         _append_loss(ef.path, ef.tag(F.KIND_SCALAR, "loss"), range(10))
         await wait_for(pilot, lambda: app.screen.query_one(TagTree).tags == ["loss"])
         await wait_for(pilot, lambda: plot_specs(app) and plot_specs(app)[0].lines)
+
+
+@pytest.mark.parametrize("cols", [80, 100, 120])
+@aio
+async def test_run_footer_shows_help_and_quit(demo_run, cols):
+    app = NbTui(runs=[demo_run], poll_s=0)
+    async with app.run_test(size=(cols, 24)) as pilot:
+        await settle(pilot)
+        for view in ("1", "2", "5"):
+            await pilot.press(view)
+            await settle(pilot)
+            footer = app.screen.query_one(Footer)
+            keys = [k for k in footer.query(FooterKey) if "-command-palette" not in k.classes]
+            palette = footer.query_one(".-command-palette", FooterKey)
+            shown = {k.key: k.description for k in keys}
+            assert shown["question_mark"] == "help" and shown["q"] == "quit"
+            assert len(shown) == len(keys)  # no key twice
+            # every key fits left of the palette key (nothing cut off or covered)
+            assert all(k.region.right <= palette.region.x for k in keys), [(k.key, k.region) for k in keys]
+        await pilot.press("question_mark")
+        await settle(pilot)
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape", "q")
+        await pilot.pause()
+    assert app.return_code == 0
+
+
+@aio
+async def test_timers_of_a_run_without_timers_say_so(demo_root):
+    app = NbTui(runs=[os.path.join(demo_root, "demo", "demo-1111beef")], poll_s=0)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        await pilot.press("2")
+        await settle(pilot)
+        msg = app.screen.query_one("#timer-msg", Static)
+        assert msg.display and "rank 0 logged no timers (yet)" in str(msg.render())
+        assert not app.screen.query_one("#timer-table", DataTable).display

@@ -60,21 +60,27 @@ class PlotGrid(Container):
 
 class RunScreen(Screen):
     AUTO_FOCUS = "#tags"
+    VIEW_KEYS = Binding.Group("views", compact=True)
+    # What the footer shows, most important first; the rest is listed by ? (help). Help
+    # and quit come first: the app's own bindings are last in the footer and were cut
+    # off at 80-120 columns.
     BINDINGS = [
-        Binding("1", "view('scalars')", "plots"),
-        Binding("2", "view('timers')", "timers"),
-        Binding("3", "view('system')", "system"),
-        Binding("4", "view('text')", "text"),
-        Binding("5", "view('media')", "media"),
-        Binding("x", "cycle_axis", "x axis"),
-        Binding("s", "smooth(1)", "smooth+"),
-        Binding("S", "smooth(-1)", "smooth-", show=False),
-        Binding("l", "toggle_log", "log y"),
-        Binding("left_square_bracket", "rank(-1)", "rank-", show=False),
-        Binding("right_square_bracket", "rank(1)", "rank+"),
+        Binding("question_mark", "app.help", "help"),
+        Binding("q", "app.quit", "quit"),
+        Binding("1", "view('scalars')", "plots", group=VIEW_KEYS),
+        Binding("2", "view('timers')", "timers", group=VIEW_KEYS),
+        Binding("3", "view('system')", "system", group=VIEW_KEYS),
+        Binding("4", "view('text')", "text", group=VIEW_KEYS),
+        Binding("5", "view('media')", "media", group=VIEW_KEYS),
         Binding("r", "ask_rank", "rank…"),
-        Binding("m", "next_machine", "machine", show=False),
         Binding("slash", "focus_filter", "filter"),
+        Binding("x", "cycle_axis", "x axis", show=False),
+        Binding("s", "smooth(1)", "smooth+", show=False),
+        Binding("S", "smooth(-1)", "smooth-", show=False),
+        Binding("l", "toggle_log", "log y", show=False),
+        Binding("left_square_bracket", "rank(-1)", "rank-", show=False),
+        Binding("right_square_bracket", "rank(1)", "rank+", show=False),
+        Binding("m", "next_machine", "machine", show=False),
         Binding("c", "clear_selection", "clear", show=False),
         Binding("escape", "back", "back", show=False),
         Binding("f5", "reload", "reload", show=False),
@@ -114,6 +120,7 @@ class RunScreen(Screen):
                         yield TagTree(id="tags")
                     yield PlotGrid(id="plots")
             with TabPane("Timers", id="timers"):
+                yield Static(id="timer-msg", classes="note")
                 yield DataTable(id="timer-table", cursor_type="row", zebra_stripes=True)
                 yield BraillePlot(PlotSpec(message="loading…"), id="band")
             with TabPane("System", id="system"):
@@ -132,6 +139,7 @@ class RunScreen(Screen):
         for c, w in (("timer", 16), ("rank", 6), ("count", 6), ("mean", 7), ("p50", 7), ("p95", 7), ("max", 7),
                      ("total", 7)):
             table.add_column(c, key=c, width=w)
+        self.query_one("#timer-msg").display = False
         self.query_one(TagTree).focus()
         self.request(refresh=True)
         if self.poll_s > 0:
@@ -251,6 +259,15 @@ class RunScreen(Screen):
         self._timer_rows = data.rows
         self.timer = data.timer
         self.query_one("#band", BraillePlot).spec = data.band
+        # no timers: a message instead of an empty table (as the text and system views)
+        msg = self.query_one("#timer-msg", Static)
+        msg.display = not data.rows
+        table.display = self.query_one("#band").display = bool(data.rows)
+        if not data.rows:
+            ranks = self.status.ranks
+            what = f"rank {ranks[0]} logged no timers" if len(ranks) == 1 else (
+                f"no rank ({ranks[0]}–{ranks[-1]}) logged timers" if ranks else "no timers logged")
+            msg.update(Text(f"{what} (yet) — run.timer(...); all_ranks=True for every rank", style="dim"))
 
     @on(DataTable.RowHighlighted, "#timer-table")
     def _timer_row(self, event: DataTable.RowHighlighted) -> None:

@@ -50,17 +50,29 @@ class HistogramData:
     unreadable: int = 0
 
 
-def _place(width: int, labels: list[tuple[int, str]]) -> str:
-    """A line of ``width`` with each label starting at its column (kept inside the
-    line; a label that would overlap the previous one is left out)."""
+def axis_labels(width: int, value_at) -> str:
+    """A line of exactly ``width`` cells labelling a value axis ``width`` cells wide:
+    the value at the left edge starts the line, the value at the right edge ends it
+    (right-aligned), and the value at the middle (``value_at(width / 2)``) is centred
+    on the middle when it fits with a space on either side. ``value_at(x)``: the value
+    at ``x`` cells from the left edge (0 .. ``width``). A label never spills past
+    ``width``; the right one is left out when both ends do not fit."""
+    if width <= 0:
+        return ""
     line = [" "] * width
-    end = 0
-    for col, label in labels:
-        col = max(0, min(col, width - len(label)))
-        if col < end or len(label) > width:
-            continue
-        line[col:col + len(label)] = label
-        end = col + len(label) + 1
+    left = fmt_compact(float(value_at(0.0)))[:width]
+    line[:len(left)] = left
+    right = fmt_compact(float(value_at(float(width))))
+    stop = width  # the middle label must end before this cell
+    if len(left) + 1 + len(right) <= width:
+        line[width - len(right):] = right
+        stop = width - len(right) - 1
+    middle = float(value_at(width / 2))
+    cell = abs(float(value_at(width / 2 + 0.5)) - float(value_at(width / 2 - 0.5)))
+    mid = fmt_compact(0.0 if abs(middle) < cell / 20 else middle)  # 0, not rounding noise as 0.00013
+    start = int(math.floor(width / 2 - len(mid) / 2 + 0.5))  # centred on the middle
+    if start > len(left) and start + len(mid) <= stop:
+        line[start:start + len(mid)] = mid
     return "".join(line)
 
 
@@ -97,6 +109,8 @@ def bar_chart(edges: np.ndarray, counts: np.ndarray, width: int, height: int) ->
     bins = len(counts)
     if bins == 0 or width < 8 or height < 3:
         return Text("(no room for the bars)" if bins else "(no bins)", style=AXIS_STYLE)
+    if not counts.sum() > 0:
+        return Text("(no finite values in the bins: nothing to draw)", style=AXIS_STYLE)
     per, sums, ylab = _bars(counts, width)
     top = float(sums.max())
     plot_w = width - ylab - 1
@@ -123,15 +137,10 @@ def bar_chart(edges: np.ndarray, counts: np.ndarray, width: int, height: int) ->
         out.append("\n")
     out.append(" " * ylab + "└" + "─" * used, style=AXIS_STYLE)
     out.append("\n")
+    # the value at each bar boundary: bar k starts at column k * bar_w
     group_edges = edges[np.minimum(np.arange(groups + 1) * per, bins)]
-    labels = [(0, fmt_compact(float(group_edges[0])))]
-    mid = groups // 2
-    if 0 < mid < groups:
-        labels.append((mid * bar_w - len(fmt_compact(float(group_edges[mid]))) // 2,
-                       fmt_compact(float(group_edges[mid]))))
-    right = fmt_compact(float(group_edges[-1]))
-    labels.append((used - len(right) + 1, right))
-    out.append(" " * (ylab + 1) + _place(min(used + 1, plot_w + 1), labels), style=AXIS_STYLE)
+    cols = np.arange(groups + 1, dtype=np.float64) * bar_w
+    out.append(" " * (ylab + 1) + axis_labels(used, lambda x: np.interp(x, cols, group_edges)), style=AXIS_STYLE)
     return out
 
 
@@ -157,7 +166,7 @@ def bar_caption(data: HistogramData, width: int) -> Text:
         t.append(f" mean {fmt_compact(total / num)}")
     bins = len(data.counts[i])
     per = bins_per_bar(data.counts[i], width)
-    t.append(f" · {bins} bins" + (f", {per} per bar" if per > 1 else ""), style=AXIS_STYLE)
+    t.append(f" · {bins} bin{'s' if bins != 1 else ''}" + (f", {per} per bar" if per > 1 else ""), style=AXIS_STYLE)
     t.truncate(max(1, width), overflow="ellipsis")
     return t
 
@@ -177,20 +186,32 @@ def resample(edges: np.ndarray, counts: np.ndarray, grid: np.ndarray) -> np.ndar
     return np.diff(np.interp(grid, edges, cdf))
 
 
+def steps_per_row(n: int, rows: int) -> tuple[int, int]:
+    """``(steps per row, rows used)`` for ``n`` steps in at most ``rows`` rows: every row
+    holds the same number of consecutive steps (the last one what is left)."""
+    per = max(1, math.ceil(n / max(1, rows)))
+    return per, max(1, math.ceil(n / per)) if n else 1
+
+
 def heat_rows(data: HistogramData, columns: int, rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The heat strip's cells: ``(share [r, columns] in 0..1, first record index of
     each row [r], value grid [columns + 1])``. Histograms are spread over one common
-    value grid (from the smallest to the largest edge of any step); consecutive steps
-    share a row when there are more steps than ``rows`` (their shares averaged)."""
+    value grid (from the smallest to the largest edge of any step holding values); when
+    there are more steps than ``rows``, every row holds :func:`steps_per_row`
+    consecutive steps (their shares averaged) and is labelled with its first step."""
     n = len(data.counts)
     finite = [e for e in data.edges if len(e) >= 2 and np.all(np.isfinite(e))]
+    # the range of the histograms that hold values (an empty one's edges are made up)
+    holding = [e for e, c in zip(data.edges, data.counts, strict=True)
+               if len(e) >= 2 and np.all(np.isfinite(e)) and np.sum(c) > 0]
+    finite = holding or finite
     lo = min((float(e[0]) for e in finite), default=0.0)
     hi = max((float(e[-1]) for e in finite), default=1.0)
     if not hi > lo:
         lo, hi = lo - 0.5, hi + 0.5
     grid = np.linspace(lo, hi, columns + 1)
-    r = max(1, min(n, rows))
-    starts = (np.arange(r) * n) // r
+    per, r = steps_per_row(n, rows)
+    starts = np.arange(r) * per
     share = np.zeros((r, columns))
     for k in range(r):
         end = starts[k + 1] if k + 1 < r else n
@@ -229,23 +250,24 @@ def heat_strip(data: HistogramData, width: int, height: int) -> Text:
         for v in levels[k]:
             out.append(SHADES[v], style=SHADE_STYLES[v])
         out.append("\n")
-    labels = [(0, fmt_compact(float(grid[0])))]
-    mid = fmt_compact(float(grid[columns // 2]))
-    labels.append((columns // 2 - len(mid) // 2, mid))
-    right = fmt_compact(float(grid[-1]))
-    labels.append((columns - len(right) + 1, right))
-    out.append(" " * lab + _place(columns + 1, labels), style=AXIS_STYLE)
+    if top <= 0:
+        axis = "(no finite values in any step)"[:columns]
+    else:
+        axis = axis_labels(columns, lambda x: grid[0] + (grid[-1] - grid[0]) * x / columns)
+    out.append(" " * (lab + 1) + axis, style=AXIS_STYLE)
     return out
 
 
 def heat_caption(data: HistogramData, rows: int, width: int = 200) -> Text:
-    """One line over the heat strip: how many steps, how many per row, the shading."""
+    """One line over the heat strip: how many steps, how many per row, the shading.
+    ``rows``: rows of steps of the strip (the height given to :func:`heat_strip` less
+    its value axis)."""
     n = len(data.counts)
-    r = max(1, min(n, rows))
+    per, _r = steps_per_row(n, rows)
     t = Text(no_wrap=True, end="", overflow="ellipsis")
     t.append(f"{n} step{'s' if n != 1 else ''}", style="bold")
-    if n > r:
-        t.append(f", ~{math.ceil(n / r)} per row", style=AXIS_STYLE)
+    if per > 1:
+        t.append(f", {per} per row", style=AXIS_STYLE)
     t.append(" · shade: share of the step's values in each range", style=AXIS_STYLE)
     if data.unreadable:
         t.append(f" · {data.unreadable} unreadable (left out)", style="bold #ff8787")
@@ -285,7 +307,8 @@ class HistogramView(Widget):
         if heat_h >= 3:
             if out.plain:
                 out.append("\n\n")
-            out.append_text(heat_caption(data, heat_h - 1, w))
+            # the strip is heat_h - 1 lines: its rows of steps and the value axis
+            out.append_text(heat_caption(data, heat_h - 2, w))
             out.append("\n")
             out.append_text(heat_strip(data, w, heat_h - 1))
         elif not out.plain:

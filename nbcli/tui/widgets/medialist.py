@@ -8,6 +8,7 @@ A tag with many records is filled when it is opened.
 from __future__ import annotations
 
 from rich.text import Text
+from textual import events
 from textual.message import Message
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
@@ -128,6 +129,15 @@ class MediaList(Tree):
             return
         for r in self._by_tag.get(node.data[0], []):
             self._by_key[r.key] = node.add_leaf(record_label(r), data=r.key)
+
+    def on_resize(self, _event: events.Resize) -> None:
+        # a smaller window keeps the scroll offset: bring the cursor's row back into view
+        # once the new size is laid out (not at the next key press)
+        self.call_after_refresh(self._show_cursor)
+
+    def _show_cursor(self) -> None:
+        if self.cursor_line >= 0:
+            self.scroll_to_line(self.cursor_line, animate=False)
 
     def on_tree_node_expanded(self, event: Tree.NodeExpanded) -> None:
         event.stop()
