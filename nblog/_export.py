@@ -79,15 +79,19 @@ def read_frame(
     return df
 
 
-def write_frame(df: pl.DataFrame, dest: str | os.PathLike | IO[bytes], fmt: str) -> None:
-    """Write ``df`` to a path (atomically: temp file, then rename) or a binary stream.
+def write_frame(
+    df: pl.DataFrame, dest: str | os.PathLike | IO[bytes], fmt: str, metadata: dict[str, str] | None = None
+) -> None:
+    """Write ``df`` to a path (atomically: temp file, then rename) or a binary stream;
+    ``metadata``: key-value pairs stored in a Parquet file's footer.
 
     NDJSON keeps NaN and ±inf as the strings "nan", "inf" and "-inf" (JSON has no such
     numbers; Polars alone would write null). CSV writes ``NaN``/``inf``; Parquet is exact.
 
     Raises:
         ValueError: an unknown format.
-        OSError: the file cannot be written.
+        OSError: the file cannot be written (``IsADirectoryError``: ``dest`` is a folder;
+            ``FileNotFoundError``: its folder does not exist).
     """
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
@@ -96,10 +100,12 @@ def write_frame(df: pl.DataFrame, dest: str | os.PathLike | IO[bytes], fmt: str)
         folder = os.path.dirname(os.path.abspath(path))
         tmp = os.path.join(folder, f".{os.path.basename(path)}.{secrets.token_hex(4)}.tmp")
         if not os.path.isdir(folder):  # name the user's path, not our temp file
-            raise FileNotFoundError(2, "the folder does not exist", folder)
+            raise FileNotFoundError(f"the folder {folder} does not exist")
+        if os.path.isdir(path):
+            raise IsADirectoryError(f"{path} is a folder; name a file to write")
         try:
             with open(tmp, "xb") as f:
-                _write(df, f, fmt)
+                _write(df, f, fmt, metadata)
             os.replace(tmp, path)
         except BaseException:
             try:
@@ -108,12 +114,12 @@ def write_frame(df: pl.DataFrame, dest: str | os.PathLike | IO[bytes], fmt: str)
                 pass
             raise
     else:
-        _write(df, dest, fmt)
+        _write(df, dest, fmt, metadata)
 
 
-def _write(df: pl.DataFrame, f: IO[bytes], fmt: str) -> None:
-    if fmt == "parquet":
-        df.write_parquet(f, compression="zstd", compression_level=1, statistics=True)  # fast, compact
+def _write(df: pl.DataFrame, f: IO[bytes], fmt: str, metadata: dict[str, str] | None = None) -> None:
+    if fmt == "parquet":  # zstd level 1: fast and compact
+        df.write_parquet(f, compression="zstd", compression_level=1, statistics=True, metadata=metadata)
     elif fmt == "csv":
         df.write_csv(f)
     else:
@@ -170,6 +176,22 @@ def hive_path(outdir: str | os.PathLike, project: str, run: str, rank: int) -> s
     )
 
 
+KIND_KEY = "nb.kind"  # Parquet footer key of a dataset file: what it holds ("scalars", ...)
+
+
+def dataset_kind(outdir: str | os.PathLike) -> str | None:
+    """What the hive dataset in ``outdir`` holds (:data:`KIND_KEY` of its first file),
+    or None: no dataset there, or one written without the key."""
+    for folder, dirs, files in os.walk(outdir):
+        dirs.sort()
+        if "part-0.parquet" in files:
+            try:
+                return pl.read_parquet_metadata(os.path.join(folder, "part-0.parquet")).get(KIND_KEY)
+            except Exception:  # not a Parquet file we can read: say nothing about it
+                return None
+    return None
+
+
 def export_root(
     root: str | os.PathLike,
     outdir: str | os.PathLike,
@@ -183,16 +205,23 @@ def export_root(
     """Write every run under ``root`` (or of ``project``) as hive-partitioned Parquet.
 
     One file per run and rank: ``outdir/project=…/run=…/rank=…/part-0.parquet`` (the
-    partition columns live in the folder names only). Rewriting a run replaces its
-    files. Read it back with ``pl.scan_parquet(outdir, hive_partitioning=True,
+    partition columns live in the folder names only; the kind in each file's footer,
+    :data:`KIND_KEY`). Rewriting a run replaces its files. Read it back with ``pl.scan_parquet(outdir, hive_partitioning=True,
     hive_schema={"project": pl.String, "run": pl.String, "rank": pl.Int32})``.
     ``on_run`` is called with each run's result as it is written.
 
     Returns:
         One dict per run: project, run, ranks (written), rows, files.
+
+    Raises:
+        FileExistsError: ``outdir`` holds a dataset of another kind.
     """
     if kind not in EXPORT_KINDS:
         raise ValueError(f"unknown kind {kind!r}; choose one of {', '.join(EXPORT_KINDS)}")
+    other = dataset_kind(outdir)
+    if other is not None and other != kind:
+        raise FileExistsError(f"{os.fspath(outdir)} holds a dataset of {other}; export {kind} to another folder "
+                              "(one dataset holds one kind: their columns differ, or their meaning does)")
     results = []
     for row in list_runs(root, project):
         reader = RunReader(row["path"])
@@ -202,7 +231,8 @@ def export_root(
             folder = hive_path(outdir, row["project"], row["id"], int(r))
             os.makedirs(folder, exist_ok=True)
             path = os.path.join(folder, "part-0.parquet")
-            write_frame(part.drop([c for c in HIVE_COLUMNS if c in part.columns]), path, "parquet")
+            write_frame(part.drop([c for c in HIVE_COLUMNS if c in part.columns]), path, "parquet",
+                        metadata={KIND_KEY: kind})
             files.append(path)
             rows += len(part)
             ranks.append(int(r))

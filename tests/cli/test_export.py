@@ -154,3 +154,24 @@ def test_missing_output_folder_is_named_not_a_temp_file(cli, runs, tmp_path):
     assert result.exit_code == 1
     assert str(missing) in result.stderr and ".tmp" not in result.stderr
     assert not missing.exists()
+
+
+def test_an_output_that_is_a_folder_is_named_not_a_temp_file(cli, runs, tmp_path):
+    (tmp_path / "isdir.csv").mkdir()
+    result = cli("export", "ddp-00000001", "--root", str(runs), "-o", str(tmp_path / "isdir.csv"))
+    assert result.exit_code == 1
+    assert "isdir.csv is a folder" in result.stderr and ".tmp" not in result.stderr and "Errno" not in result.stderr
+
+
+def test_a_dataset_holds_one_kind(cli, runs, tmp_path):
+    """Timers written into a folder of scalars (same columns, another meaning) would
+    mix silently in a scan: refused; the same kind again replaces the files."""
+    out = tmp_path / "ds"
+    assert cli("export", "--root", str(runs), "-o", str(out)).exit_code == 0
+    part = out / "project=vision" / "run=ddp-00000001" / "rank=0" / "part-0.parquet"
+    assert pl.read_parquet_metadata(part)["nb.kind"] == "scalars"
+    before = part.read_bytes()
+    result = cli("export", "--root", str(runs), "-o", str(out), "--kind", "timers")
+    assert result.exit_code == 1
+    assert "holds a dataset of scalars" in result.stderr and part.read_bytes() == before
+    assert cli("export", "--root", str(runs), "-o", str(out), "--project", "vision").exit_code == 0
