@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import typer
 
@@ -44,7 +45,10 @@ def show(run: RunArg, root: Root = None, as_json: Json = False) -> None:
     from nblog._reader import RunReader
     from nblog._summary import overview
 
-    info = overview(RunReader(run, root))
+    reader = RunReader(run, root)
+    info = overview(reader)
+    if not reader.meta:
+        warn(f"{os.path.join(reader.dir, 'run.json')} is missing or not a JSON object: the status is unknown")
     if as_json:
         emit_json(info)
         return

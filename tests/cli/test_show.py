@@ -174,3 +174,14 @@ def test_a_copied_run_folder_is_listed_by_its_folder_name(cli, runs, tmp_path):
     rows = _json.loads(cli("ls", "--root", str(root), "--json").stdout)
     assert [(r["project"], r["id"]) for r in rows] == [("vision", "copy-0000")]
     assert cli("show", "copy-0000", "--root", str(root)).exit_code == 0
+
+
+def test_a_broken_run_json_is_said_not_silent(cli, runs, tmp_path):
+    import shutil
+
+    run_dir = tmp_path / "vision" / "broken-0000"
+    shutil.copytree(runs / "vision" / "ddp-00000001", run_dir)
+    (run_dir / "run.json").write_text("{not json")
+    result = cli("show", str(run_dir), "--json")
+    assert result.exit_code == 0 and json.loads(result.stdout)["run"]["status"] == "unknown"
+    assert "run.json is missing or not a JSON object" in result.stderr
