@@ -62,7 +62,7 @@ def run_ls(
     if not rows:
         where = os.path.abspath(root)
         if not os.path.isdir(where):
-            info(f"no runs: {where} does not exist (pass --root DIR or set NB_DIR)")
+            info(f"no runs: {where} {_missing(where)} (pass --root DIR or set NB_DIR)")
         else:
             info(f"no runs match under {where}")
     out = Output()
@@ -88,11 +88,16 @@ def run_ls(
     return 0
 
 
+def _missing(path: str) -> str:
+    """Why ``path`` (not a folder) holds no runs: it does not exist, or is a file."""
+    return "is not a folder" if os.path.exists(path) else "does not exist"
+
+
 def _no_such_project(project: str, root: str) -> None:
     """The message for ``nb ls PROJECT`` when PROJECT has no run under ``root``."""
     where = os.path.abspath(root)
     if not os.path.isdir(where):
-        error(f"no runs of project {project!r}: {where} does not exist", "pass --root DIR or set NB_DIR")
+        error(f"no runs of project {project!r}: {where} {_missing(where)}", "pass --root DIR or set NB_DIR")
         return
     try:
         with os.scandir(where) as it:

@@ -81,6 +81,9 @@ def test_missing_root_is_empty_with_a_note(cli, tmp_path):
     assert "does not exist" in result.stderr
     result = cli("ls", "--root", str(tmp_path / "nope"), "--json")
     assert result.exit_code == 0 and json.loads(result.stdout) == []
+    (tmp_path / "afile").write_text("x")
+    result = cli("ls", "--root", str(tmp_path / "afile"))
+    assert result.exit_code == 0 and "afile is not a folder" in result.stderr
 
 
 def test_usage_errors_exit_2(cli, runs):
