@@ -129,21 +129,9 @@ class MediaMixin:
         Raises:
             StrictModeError: only with ``NB_STRICT=1``, for bad media or a bad step.
         """
-        try:
-            step = self._media_step(step, tag)
-            if step is None:
-                return
-            tid = self._media_tid(tag)
-            if tid is None:
-                return
-            opts = {"caption": I.check_caption(caption)}
-            self._queue(step, tid, I.image_job(image, dataformats, opts))
-        except I.BadMedia as bad:
-            self._reject("bad_media", tag, str(bad))
-        except StrictModeError:
-            raise
-        except Exception as err:
-            self._internal(err)
+        self._log_media(
+            tag, step, lambda: I.image_job(image, dataformats, {"caption": I.check_caption(caption)})
+        )
 
     def add_images(self, tag: str, batch, step: int | None = None, *, dataformats: str | None = None,
                    caption: str | None = None) -> None:
@@ -169,21 +157,9 @@ class MediaMixin:
         Raises:
             StrictModeError: only with ``NB_STRICT=1``, for bad media or a bad step.
         """
-        try:
-            step = self._media_step(step, tag)
-            if step is None:
-                return
-            tid = self._media_tid(tag)
-            if tid is None:
-                return
-            opts = {"caption": I.check_caption(caption)}
-            self._queue(step, tid, I.batch_job(batch, dataformats, opts))
-        except I.BadMedia as bad:
-            self._reject("bad_media", tag, str(bad))
-        except StrictModeError:
-            raise
-        except Exception as err:
-            self._internal(err)
+        self._log_media(
+            tag, step, lambda: I.batch_job(batch, dataformats, {"caption": I.check_caption(caption)})
+        )
 
     def add_histogram(self, tag: str, values, step: int | None = None, *, bins=64) -> None:
         """Log the distribution of ``values``: bin edges and counts, plus count, min,
@@ -212,20 +188,7 @@ class MediaMixin:
         Raises:
             StrictModeError: only with ``NB_STRICT=1``, for bad media or a bad step.
         """
-        try:
-            step = self._media_step(step, tag)
-            if step is None:
-                return
-            tid = self._media_tid(tag)
-            if tid is None:
-                return
-            self._queue(step, tid, I.histogram_job(values, I.check_bins(bins)))
-        except I.BadMedia as bad:
-            self._reject("bad_media", tag, str(bad))
-        except StrictModeError:
-            raise
-        except Exception as err:
-            self._internal(err)
+        self._log_media(tag, step, lambda: I.histogram_job(values, I.check_bins(bins)))
 
     def add_audio(self, tag: str, samples, step: int | None = None, *, sample_rate: int) -> None:
         """Log a sound clip, stored as a 16-bit PCM WAV file.
@@ -239,20 +202,7 @@ class MediaMixin:
             step: the step; None: the current step.
             sample_rate: samples per second and channel (Hz), a positive int.
         """
-        try:
-            step = self._media_step(step, tag)
-            if step is None:
-                return
-            tid = self._media_tid(tag)
-            if tid is None:
-                return
-            self._queue(step, tid, I.audio_job(samples, sample_rate))
-        except I.BadMedia as bad:
-            self._reject("bad_media", tag, str(bad))
-        except StrictModeError:
-            raise
-        except Exception as err:
-            self._internal(err)
+        self._log_media(tag, step, lambda: I.audio_job(samples, sample_rate))
 
     def add_figure(self, tag: str, figure, step: int | None = None, *, close: bool = True) -> None:
         """Log a matplotlib figure as a PNG image (as ``SummaryWriter.add_figure``).
@@ -271,24 +221,31 @@ class MediaMixin:
             close: close the figure(s) after drawing.
         """
         try:
+            self._log_media(tag, step, lambda: I.figure_job(figure))
+        finally:
+            if close:
+                I.close_figures(figure)
+
+    # -- helpers ---------------------------------------------------------------------
+
+    def _log_media(self, tag, step, make_job) -> None:
+        """What every media call does: check ``step`` and ``tag``, then queue
+        ``make_job()`` (the call's own checks and copy). Bad media is warned once,
+        counted and skipped (raised with ``NB_STRICT=1``); nothing else escapes."""
+        try:
             step = self._media_step(step, tag)
             if step is None:
                 return
             tid = self._media_tid(tag)
             if tid is None:
                 return
-            self._queue(step, tid, I.figure_job(figure))
+            self._queue(step, tid, make_job())
         except I.BadMedia as bad:
             self._reject("bad_media", tag, str(bad))
         except StrictModeError:
             raise
         except Exception as err:
             self._internal(err)
-        finally:
-            if close:
-                I.close_figures(figure)
-
-    # -- helpers ---------------------------------------------------------------------
 
     def _media_step(self, step, tag) -> int | None:
         if step is None:  # the current step; before any, the counter (0 at start)
