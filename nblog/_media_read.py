@@ -12,7 +12,7 @@ from __future__ import annotations
 import io
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 import numpy as np
 import polars as pl
@@ -66,17 +66,11 @@ _META_COLUMNS = ("width", "height", "channels", "sample_rate", "bins", "caption"
 _STAT_COLUMNS = ("num", "min", "max", "sum", "sum_squares", "nan", "pos_inf", "neg_inf")
 
 
-def _wanted(tags: str | Iterable[str] | None) -> set[str] | None:
-    if tags is None:
-        return None
-    if isinstance(tags, str):
-        return {tags}
-    return set(tags)
-
-
 def records(reader, tags, rank: int, kind: str | None, include_hidden: bool):
     """Yield ``(session, step, name, wall_time, offset, length, meta, hidden)``."""
-    wanted = _wanted(tags)
+    from ._reader import _as_tags  # the reader's own rule (its module calls this one lazily)
+
+    wanted = _as_tags(tags)
     files = reader._rank_files(rank)
     thresholds = reader._thresholds(files)
     for s, lf in files:
