@@ -6,6 +6,11 @@ since the previous one (:class:`~nblog._logfile.LogFile` keeps the offsets and l
 partial last frame for later: "not written yet"), picks up new session files (a resume)
 and, while the run folder does not exist yet, simply finds nothing.
 
+Memory is bounded by a window of the file, not by the file: each session file is read
+in windows of :data:`_WINDOW` bytes (a larger one only for a frame that does not fit),
+and ``poll(last=N)`` keeps the last N events of each window, so ``nb tail -n 5`` of a
+gigabyte log holds a few MiB, never the log.
+
 Imports numpy (``import nblog`` does not import this module).
 """
 
@@ -22,10 +27,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _format as F
+from . import _log as log
 from ._catalog import resolve_run
-from ._errors import RunNotFoundError
+from ._errors import FormatVersionError, RunNotFoundError
 from ._logfile import Delta, LogFile, _unwrap
-from ._runfile import parse_event_file_name
+from ._runfile import open_regular, parse_event_file_name
+
+_WINDOW = 4 << 20  # bytes of a file read (and held) per LogFile poll
 
 #: Every kind of event; ``nb tail`` shows all but "system" unless asked.
 KINDS = ("scalar", "timer", "text", "media", "system")
@@ -93,12 +101,109 @@ def tag_matcher(patterns: str | Iterable[str] | None) -> Callable[[str], bool]:
     return match
 
 
+class _WindowedLog(LogFile):
+    """A :class:`LogFile` whose :meth:`poll` reads at most one window of the file: the
+    bytes after the last whole frame, :data:`_WINDOW` of them (twice as many, again
+    and again, while one frame or a stretch of garbage does not fit). Never mapped:
+    touching a mapped file's pages counts them in the reader's memory."""
+
+    def poll(self) -> Delta:
+        """Parse the next window's whole frames (see :meth:`LogFile.poll`).
+
+        Raises:
+            FormatVersionError: the file was written by a newer format version.
+        """
+        delta = Delta()
+        want = _WINDOW
+        while True:
+            try:
+                with open_regular(self.path) as f:
+                    size = self.size = os.fstat(f.fileno()).st_size
+                    if size <= self.offset:
+                        return delta
+                    f.seek(self.offset)
+                    data = f.read(min(size - self.offset, want))
+            except FileNotFoundError:
+                return delta
+            except OSError as err:  # not a regular file (a FIFO, a device) or unreadable
+                if not self._warned:
+                    self._warned = True
+                    log.warning("nblog: cannot read %s: %s; skipped", self.path, err.strerror or err)
+                return delta
+            pos = 0
+            if self.version is None:
+                if len(data) < F.FILE_HEADER.size:
+                    self.pending_bytes = len(data)
+                    return delta
+                magic, version, _flags = F.FILE_HEADER.unpack_from(data, 0)
+                if magic != F.FILE_MAGIC:
+                    self.version = -1
+                    log.warning("nblog: %s is not an nb event log; skipped", self.path)
+                elif version > F.FORMAT_VERSION:
+                    raise FormatVersionError(self.path, version, F.FORMAT_VERSION)
+                else:
+                    self.version = version
+                    pos = F.FILE_HEADER.size
+            if self.version == -1:
+                self.skipped_bytes += size - self.offset
+                self.offset = size
+                return delta
+            stop = self._parse(data, pos, delta)
+            self.offset += stop
+            self.pending_bytes = len(data) - stop
+            if stop > 0 or self.offset + len(data) >= size or want >= F.MAX_FRAME_LENGTH:
+                return delta
+            want *= 2  # no whole frame in the window, and more of the file after it
+
+
+_PICKED_DTYPE = np.dtype([("step", "<i8"), ("value", "<f8"), ("tag", "<i8"), ("ms", "<i8")])
+
+
+class _Picked:
+    """The shown records of one session's poll so far, at most ``last`` of each kind
+    (None: all of them): points as numpy rows, texts and media as decoded tuples."""
+
+    def __init__(self, last: int | None):
+        self.last = last
+        self._points: list[np.ndarray] = []
+        self._n = 0
+        self.texts: deque | list = deque(maxlen=last) if last is not None else []
+        self.media: deque | list = deque(maxlen=last) if last is not None else []
+
+    def __bool__(self) -> bool:
+        return bool(self._n or self.texts or self.media)
+
+    def add_points(self, rows: np.ndarray) -> None:
+        if not len(rows):
+            return
+        self._points.append(rows)
+        self._n += len(rows)
+        if self.last is not None and self._n > 2 * self.last + (1 << 16):
+            self._points = [self.points()]  # trim now and then: bounded by 2N + a window
+            self._n = len(self._points[0])
+
+    def add_texts(self, items: Iterable[tuple]) -> None:
+        self.texts.extend(items)
+
+    def add_media(self, items: Iterable[tuple]) -> None:
+        self.media.extend(items)
+
+    def points(self) -> np.ndarray:
+        """The points kept, the last ``last`` of them."""
+        if not self._points:
+            return np.empty(0, _PICKED_DTYPE)
+        rows = np.concatenate(self._points) if len(self._points) > 1 else self._points[0]
+        if self.last is not None:
+            rows = rows[max(0, len(rows) - self.last) :]
+        return rows
+
+
 class _Session:
     """One session file being followed."""
 
     def __init__(self, session: int, path: str):
         self.session = session
-        self.file = LogFile(path, keep=False)
+        self.file = _WindowedLog(path, keep=False)
         self.prev_ms = 0  # last unwrapped millisecond value decoded
         self.allowed = np.zeros(0, bool)  # tag id → shown
         self.allowed_n = -1  # len(file.tags) when ``allowed`` was built
@@ -160,8 +265,10 @@ class Follower:
         """Events appended since the previous poll, in file order, session by session.
 
         ``last=N`` keeps only the last N of them (and decodes only those): the
-        ``nb tail -n N`` start. Within one write, records are ordered by the time they
-        were logged.
+        ``nb tail -n N`` start; the file is read window by window, keeping at most N
+        records of each kind between windows, so memory is bounded by N and a window,
+        not by the log. Within one session's poll, records are ordered by the time
+        they were logged.
         """
         if self.resolve() is None:
             return []
@@ -170,13 +277,16 @@ class Follower:
         for s in sorted(self._sessions):
             sess = self._sessions[s]
             lf = sess.file
+            picked = _Picked(last)
             while True:
                 before = lf.offset
                 delta = lf.poll()
                 if delta:
-                    keep.extend(self._decode(sess, delta, last))
+                    self._pick(sess, delta, picked)
                 if lf.offset == before or lf.size - lf.offset <= lf.pending_bytes:
                     break
+            if picked:
+                keep.extend(self._events(sess, picked))
         return list(keep)
 
     def sessions(self) -> list[int]:
@@ -229,14 +339,12 @@ class Follower:
             sess.allowed, sess.allowed_n = allowed, len(tags)
         return sess.allowed
 
-    def _decode(self, sess: _Session, delta: Delta, last: int | None) -> list[Event]:
+    def _pick(self, sess: _Session, delta: Delta, picked: _Picked) -> None:
+        """Add the shown records of one window to ``picked`` (points stay numpy rows)."""
         lf = sess.file
-        wall0 = sess.wall0()
-        # (ms, step, order, event): points, texts and media of one write merged by the
-        # time they were logged; records of the same millisecond by step, points first.
-        items: list[tuple[int, int, int, Event]] = []
-        if delta.points:
-            raw = np.frombuffer(b"".join(delta.points), dtype=np.dtype(F.NUMPY_POINT_DTYPE))
+        dtype = np.dtype(F.NUMPY_POINT_DTYPE)
+        for chunk in delta.points:  # frame by frame: views of the window, no copy of it
+            raw = np.frombuffer(chunk, dtype=dtype)
             ms = _unwrap(raw["ms"], sess.prev_ms)
             if len(ms):
                 sess.prev_ms = int(ms[-1])
@@ -246,33 +354,35 @@ class Follower:
             known = tid < len(allowed)
             ok[known] = allowed[tid[known]]
             idx = np.flatnonzero(ok)
-            if last is not None:
-                idx = idx[len(idx) - last :] if last else idx[:0]
-            steps, values, tids, mss = (
-                raw["step"][idx].tolist(),
-                raw["value"][idx].tolist(),
-                tid[idx].tolist(),
-                ms[idx].tolist(),
-            )
-            for i, (step, value, t, m) in enumerate(zip(steps, values, tids, mss, strict=True)):
-                kind, name = lf.tags[t]
-                ev = Event(self.rank, sess.session, step, F.KIND_NAMES[kind], name, wall0 + m / 1000.0, value=value)
-                items.append((m, step, i, ev))
-        base = len(items)
-        texts = [x for x in delta.texts if self._shown(lf, x[1], F.KIND_TEXT)]
-        media = [x for x in delta.media if self._shown(lf, x[1], F.KIND_MEDIA)]
-        if last is not None:
-            texts, media = texts[len(texts) - last :] if last else [], media[len(media) - last :] if last else []
-        for j, (step, t, m, text) in enumerate(texts):
+            if picked.last is not None:
+                idx = idx[max(0, len(idx) - picked.last) :]
+            rows = np.empty(len(idx), _PICKED_DTYPE)
+            rows["step"], rows["value"], rows["tag"], rows["ms"] = raw["step"][idx], raw["value"][idx], tid[idx], ms[idx]
+            picked.add_points(rows)
+        picked.add_texts(x for x in delta.texts if self._shown(lf, x[1], F.KIND_TEXT))
+        picked.add_media(x for x in delta.media if self._shown(lf, x[1], F.KIND_MEDIA))
+
+    def _events(self, sess: _Session, picked: _Picked) -> list[Event]:
+        lf = sess.file
+        wall0 = sess.wall0()
+        # (ms, step, order, event): points, texts and media merged by the time they
+        # were logged; records of the same millisecond by step, points first.
+        items: list[tuple[int, int, int, Event]] = []
+        pts = picked.points()
+        steps, values, tids, mss = (pts[name].tolist() for name in ("step", "value", "tag", "ms"))
+        for step, value, t, m in zip(steps, values, tids, mss, strict=True):
+            kind, name = lf.tags[t]
+            ev = Event(self.rank, sess.session, step, F.KIND_NAMES[kind], name, wall0 + m / 1000.0, value=value)
+            items.append((m, step, len(items), ev))
+        for step, t, m, text in picked.texts:
             m = self._near(m, sess.prev_ms)
             ev = Event(self.rank, sess.session, step, "text", lf.tags[t][1], wall0 + m / 1000.0, text=text)
-            items.append((m, step, base + j, ev))
-        base = len(items)
-        for j, (step, t, m, _offset, _length, meta) in enumerate(media):
+            items.append((m, step, len(items), ev))
+        for step, t, m, _offset, _length, meta in picked.media:
             m = self._near(m, sess.prev_ms)
             ev = Event(self.rank, sess.session, step, "media", lf.tags[t][1], wall0 + m / 1000.0, meta=meta)
-            items.append((m, step, base + j, ev))
-        if texts or media:
+            items.append((m, step, len(items), ev))
+        if picked.texts or picked.media:
             items.sort(key=lambda x: (x[0], x[1], x[2]))
         return [x[3] for x in items]
 
