@@ -61,7 +61,41 @@ def tui(
         lives = start(runs)
     from ..tui.app import NbTui
 
-    NbTui(root=root, runs=runs, project=project, poll_s=interval, image_mode=images.value, lives=lives).run()
+    app = _reporting(NbTui)(root=root, runs=runs, project=project, poll_s=interval, image_mode=images.value,
+                            lives=lives)
+    app.run()
+    if app.failure is not None:  # the terminal is restored: nb's error boundary reports it
+        raise app.failure
+    if app.return_code:
+        raise typer.Exit(app.return_code)
+
+
+def _reporting(base: type) -> type:
+    """``base`` (a Textual ``App`` class) made to keep the first exception that stops it
+    in ``failure`` instead of printing Textual's traceback on exit. ``nb tui`` raises it
+    after ``run()`` returns, so a crash at start (an unreadable stylesheet) or later
+    reaches nb's error boundary: ``error: ...`` and exit 1, the traceback with
+    ``--debug``. The two methods overridden are Textual's own hooks for this
+    (``_handle_exception``, ``_print_error_renderables``); tests/packaging checks them.
+    """
+
+    class Reporting(base):  # type: ignore[misc, valid-type]
+        failure: BaseException | None = None
+
+        def _handle_exception(self, error: Exception) -> None:
+            if self.failure is None:
+                self.failure = error
+            super()._handle_exception(error)
+
+        def _print_error_renderables(self) -> None:
+            if self.failure is None:
+                super()._print_error_renderables()
+            else:
+                self._exit_renderables.clear()
+
+    # Textual finds CSS_PATH beside the module that defines the app class: keep base's
+    Reporting.__module__, Reporting.__name__, Reporting.__qualname__ = base.__module__, base.__name__, base.__qualname__
+    return Reporting
 
 
 def _is_project(root: str, name: str) -> bool:
