@@ -27,8 +27,6 @@ from ._errors import FormatVersionError
 from ._runfile import open_regular
 
 _READ_LIMIT = 1 << 30  # bytes read per poll at most; the rest waits for the next poll
-_MAP_MIN = 4 << 20  # a closed file this large is mapped instead of read (see _closed)
-_TAIL = 4096  # bytes at the end of a file searched for its END frame
 
 
 @dataclass
@@ -96,11 +94,12 @@ class LogFile:
                 self.size = size
                 if size <= self.offset:
                     return delta
-                if self.offset == 0 and size >= _MAP_MIN and _closed(f, size):
-                    data = _map(f)
-                else:
-                    f.seek(self.offset)
-                    data = f.read(min(size - self.offset, _READ_LIMIT))
+                # Read, never mapped: a mapped page of a file truncated under the reader
+                # (on any disk) is a SIGBUS, and bytes decoded from a mapping after their
+                # checksum was checked could change in between. What is parsed is this
+                # private copy, checked and decoded alike.
+                f.seek(self.offset)
+                data = f.read(min(size - self.offset, _READ_LIMIT))
         except FileNotFoundError:
             return delta
         except OSError as err:  # not a regular file (a FIFO, a device) or unreadable
@@ -330,38 +329,6 @@ def _unwrap(ms32, start: int):
     step = ms - prev
     wraps = np.cumsum((step < -(1 << 31)).astype(np.int64) - (step > (1 << 31)).astype(np.int64))
     return ms + base + wraps * (1 << 32)
-
-
-def _closed(f, size: int) -> bool:
-    """Whether the file ``f`` (``size`` bytes) ends with a whole, valid END frame: its
-    writer closed it and will never write to it again (a resumed run writes a new
-    session file), so it can be mapped. A file still being written is read instead:
-    the writer cuts a failed write back with ``ftruncate``, and touching a mapped page
-    past the end of a file is a SIGBUS, not an exception."""
-    f.seek(max(0, size - _TAIL))
-    tail = f.read(_TAIL)
-    base = size - len(tail)
-    pos = len(tail)
-    while (pos := tail.rfind(F.FRAME_MAGIC, 0, pos)) >= 0:
-        if len(tail) - pos < F.FRAME_HEADER_SIZE:
-            continue
-        _magic, kind, length, crc, hcrc = F.FRAME_HEADER.unpack_from(tail, pos)
-        if (
-            kind == F.FRAME_END
-            and base + pos + F.FRAME_HEADER_SIZE + length == size
-            and zlib.crc32(tail[pos : pos + 12]) == hcrc
-            and zlib.crc32(tail[pos + F.FRAME_HEADER_SIZE :]) == crc
-        ):
-            return True
-    return False
-
-
-def _map(f):
-    """Map the whole file ``f`` read-only: the page cache is decoded in place, with no
-    copy of the file into process memory (for a large run, gigabytes not allocated)."""
-    import mmap
-
-    return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
 
 
 def read_header(path: str, limit: int = 1 << 16) -> dict:

@@ -13,6 +13,7 @@ hidden points too, with a ``hidden`` column.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterable
 
 import numpy as np
@@ -22,7 +23,7 @@ from . import _format as F
 from ._catalog import resolve_run
 from ._logfile import LogFile, _unwrap, active_offsets, hide_thresholds, read_header
 from ._names import check_name
-from ._runfile import parse_event_file_name, read_run_json
+from ._runfile import parse_event_file_name, read_run_json_retrying
 
 #: Columns of :meth:`RunReader.scalars` and :meth:`RunReader.timers` frames.
 POINT_SCHEMA = {
@@ -103,14 +104,22 @@ class RunReader:
         self._files: dict[tuple[int, int], LogFile] = {}
         self._loaded_ranks: set[int] = set()
         self._meta: dict | None = None
+        self._meta_retry_at = 0.0
 
     # -- metadata ------------------------------------------------------------------
 
     @property
     def meta(self) -> dict:
-        """The run's ``run.json`` (``{}`` if missing or unreadable)."""
-        if self._meta is None:
-            self._meta = read_run_json(self.dir) or {}
+        """The run's ``run.json`` (``{}`` if missing or unreadable).
+
+        A run.json that exists but does not parse is re-read a few times first (a
+        network file system's stale cached size cuts a read short); ``{}`` is kept for
+        at most a second, then the file is read again, and :meth:`refresh` reads it again.
+        """
+        if self._meta is None or (not self._meta and time.monotonic() >= self._meta_retry_at):
+            obj, _state = read_run_json_retrying(self.dir)
+            self._meta = obj or {}
+            self._meta_retry_at = time.monotonic() + 1.0
         return self._meta
 
     @property

@@ -6,11 +6,13 @@ the session numbering of event logs.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
 import sys
 import threading
+import time
 from collections.abc import Mapping
 from stat import S_ISREG
 
@@ -19,6 +21,11 @@ from ._writer import create_exclusive
 _O_READ = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
 
 RUN_JSON = "run.json"
+RUN_JSON_BACKUP = "run.json.bak"  # the last run.json read whole, written by each resume
+# Sleeps between re-reads of a run.json that exists but does not parse: a network
+# file system's cached size of a replaced file can cut a read short, and a re-open
+# reads it whole (about 0.4 s in all before giving up).
+RETRY_DELAYS = (0.02, 0.05, 0.1, 0.2)
 _EVENT_FILE = re.compile(r"^events\.r(\d+)\.s(\d+)\.log$")
 
 
@@ -44,6 +51,10 @@ def next_session(run_dir: str, rank: int, at_least: int = 0) -> int:
         rs = parse_event_file_name(name)
         if rs and rs[0] == rank:
             n = max(n, rs[1] + 1)
+    # A network file system may list the folder from a cache that does not show the
+    # newest sessions yet; a lookup of the name itself is not served from that cache.
+    while os.path.lexists(os.path.join(run_dir, event_file_name(rank, n))):
+        n += 1
     return n
 
 
@@ -137,13 +148,66 @@ def write_json_atomic(path: str, data: dict) -> None:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(data, f, indent=1, allow_nan=False, default=repr)
             f.write("\n")
-        os.replace(tmp, path)
+        try:
+            os.replace(tmp, path)
+        except OSError as err:
+            if err.errno not in _NO_REPLACE:
+                raise
+            _replace_aside(tmp, path, err)
     except BaseException:
         try:
             os.unlink(tmp)
         except OSError:
             pass
         raise
+
+
+# errno of a rename that cannot replace an existing file: an SFTP server without the
+# posix-rename extension (sshfs answers EPERM), some FUSE and SMB mounts.
+_NO_REPLACE = (errno.EPERM, errno.EEXIST, errno.EACCES, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS)
+_warned_rename = False
+
+
+def _replace_aside(tmp: str, path: str, err: OSError) -> None:
+    """Put ``tmp`` in place of ``path`` where a rename cannot replace a file: move the
+    old file aside (a hidden name in the same folder), rename the new one in, then
+    remove the old one. A reader in between finds no file for a moment, never a torn
+    one; if the second rename fails the old file is moved back.
+
+    Raises:
+        OSError: the old file cannot be moved aside, or the new one cannot be put in.
+    """
+    global _warned_rename
+    folder, base = os.path.split(path)
+    aside = os.path.join(folder or ".", f".{base}.{os.getpid()}.{os.urandom(4).hex()}.old")
+    try:
+        os.rename(path, aside)
+    except FileNotFoundError:
+        aside = None
+    try:
+        os.rename(tmp, path)
+    except BaseException:
+        if aside is not None:
+            try:
+                os.rename(aside, path)
+            except OSError:
+                pass
+        raise
+    if aside is not None:
+        try:
+            os.unlink(aside)
+        except OSError:
+            pass
+    if not _warned_rename:
+        _warned_rename = True
+        from . import _log as log
+
+        log.warning(
+            "nblog: this file system cannot replace a file by renaming over it (%s: %s); "
+            "%s is updated by moving the old file aside first, so a reader may find no "
+            "run.json for a moment. On sshfs, mount with -o workaround=rename.",
+            type(err).__name__, err.strerror or err, path,
+        )
 
 
 def read_json_file(path: str) -> tuple[dict | None, os.stat_result | None]:
@@ -200,6 +264,135 @@ def read_run_json(run_dir: str) -> dict | None:
     """Return the parsed ``run.json`` of ``run_dir``, or None if missing, unreadable,
     not a regular file (a FIFO there never blocks the reader) or not a JSON object."""
     return read_json_file(os.path.join(run_dir, RUN_JSON))[0]
+
+
+def read_run_json_retrying(run_dir: str, delays: tuple[float, ...] = RETRY_DELAYS) -> tuple[dict | None, str]:
+    """``(parsed run.json, state)`` of ``run_dir``: state ``"ok"``, ``"missing"`` (no
+    file under that name: not retried) or ``"unreadable"`` (it exists, but no read
+    parsed as a JSON object). A read that does not parse is retried by opening the
+    file again, after each sleep of ``delays`` (seconds): on a network file system a
+    cached size of a replaced run.json cuts a read short, and a new open reads it whole.
+    """
+    path = os.path.join(run_dir, RUN_JSON)
+    for i in range(len(delays) + 1):
+        obj, st = read_json_file(path)
+        if obj is not None:
+            return obj, "ok"
+        if st is None and not os.path.lexists(path):
+            return None, "missing"
+        if i < len(delays):
+            time.sleep(delays[i])
+    return None, "unreadable"
+
+
+def sessions_from_logs(run_dir: str) -> list[dict]:
+    """Session entries of run.json rebuilt from the headers of rank 0's event logs
+    (start, host, pid, world size, restart counts; marked ``"rebuilt": true``), in
+    session order. Reads at most 64 KiB of each log."""
+    from ._logfile import read_header
+
+    try:
+        names = os.listdir(run_dir)
+    except OSError:
+        return []
+    found = {rs[1] for rs in map(parse_event_file_name, names) if rs is not None and rs[0] == 0}
+    n = max(found, default=-1) + 1
+    while os.path.lexists(os.path.join(run_dir, event_file_name(0, n))):  # past a stale listing
+        found.add(n)
+        n += 1
+    out = []
+    for session in found:
+        head = read_header(os.path.join(run_dir, event_file_name(0, session)))
+        entry: dict = {"session": session, "rebuilt": True}
+        for key, src in (("start", "wall_start"), ("host", "host"), ("pid", "pid"),
+                         ("world_size", "world_size"), ("restart_counts", "restart_counts")):
+            if src in head:
+                entry[key] = head[src]
+        out.append(entry)
+    return sorted(out, key=lambda e: e["session"])
+
+
+def _session_numbers(sessions: list) -> set:
+    return {s.get("session") for s in sessions if isinstance(s, dict)}
+
+
+def load_run_json_for_resume(run_dir: str) -> dict | None:
+    """run.json of a run that rank 0 continues, never losing its history to a read
+    that a stale cache cut short.
+
+    The file is read with retries (:func:`read_run_json_retrying`). Read whole, it is
+    also copied to ``run.json.bak``. Missing or unreadable, the history is taken from
+    ``run.json.bak`` or a copy left aside by an interrupted update, and a warning says
+    so. Either way, sessions that rank 0's event-log headers show and run.json does not
+    (a stale copy) are added back. None: the folder holds no run yet (no run.json, no
+    backup, no event log of rank 0): a new run.
+    """
+    obj, state = read_run_json_retrying(run_dir)
+    rebuilt = sessions_from_logs(run_dir)
+    if state == "ok":
+        try:
+            write_json_atomic(os.path.join(run_dir, RUN_JSON_BACKUP), obj)
+        except OSError:
+            pass
+        data = obj
+    else:
+        data = None
+        for cand in _kept_copies(run_dir):
+            got = read_json_file(cand)[0]
+            if got is not None and (data is None or len(got.get("sessions") or []) > len(data.get("sessions") or [])):
+                data = got
+        if data is None and not rebuilt:
+            if state == "unreadable":
+                from . import _log as log
+
+                log.warning("nblog: %s exists but is not a JSON object, and no copy of it "
+                            "or event log is there to continue from; writing it afresh",
+                            os.path.join(run_dir, RUN_JSON))
+            return None
+        data = dict(data or {})
+        from . import _log as log
+
+        log.warning(
+            "nblog: %s is %s; continuing the run from %s (%d sessions known)",
+            os.path.join(run_dir, RUN_JSON),
+            "missing" if state == "missing" else "unreadable (re-read several times)",
+            "its last copy and the event logs' headers" if data else "the event logs' headers",
+            len(_session_numbers(data.get("sessions") or []) | {e["session"] for e in rebuilt}),
+        )
+    sessions = [s for s in (data.get("sessions") or []) if isinstance(s, dict)]
+    known = _session_numbers(sessions)
+    added = [e for e in rebuilt if e["session"] not in known]
+    if added:
+        data = dict(data)
+        data["sessions"] = sorted(sessions + added, key=lambda e: e.get("session") if isinstance(e.get("session"), int) else -1)
+        hosts = list(data.get("hosts") or [])
+        for e in added:
+            if isinstance(e.get("host"), str) and e["host"] not in hosts:
+                hosts.append(e["host"])
+        data["hosts"] = hosts
+        starts = [e["start"] for e in added if isinstance(e.get("start"), (int, float))]
+        if "created" not in data and starts:
+            data["created"] = min(starts)
+    return data
+
+
+def _kept_copies(run_dir: str) -> list[str]:
+    """Copies of run.json that an update may leave: one moved aside by an update that
+    was interrupted (newest first), then ``run.json.bak``."""
+    try:
+        names = os.listdir(run_dir)
+    except OSError:
+        names = []
+    aside = [os.path.join(run_dir, n) for n in names if n.startswith(f".{RUN_JSON}.") and n.endswith(".old")]
+    aside.sort(key=lambda p: _mtime(p), reverse=True)
+    return aside + [os.path.join(run_dir, RUN_JSON_BACKUP)]
+
+
+def _mtime(path: str) -> float:
+    try:
+        return os.lstat(path).st_mtime
+    except OSError:
+        return 0.0
 
 
 class RunFile:

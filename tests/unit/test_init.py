@@ -137,7 +137,8 @@ def test_resume_auto_continues_or_creates(make_run, how):
     first.finish()
     second = start()
     assert (second.id, second.session) == ("r-0000000a", 1)
-    assert sorted(os.listdir(second.dir)) == ["events.r0.s0.log", "events.r0.s1.log", "run.json"]
+    # run.json.bak: the run.json the resume read whole, kept should a later read fail
+    assert sorted(os.listdir(second.dir)) == ["events.r0.s0.log", "events.r0.s1.log", "run.json", "run.json.bak"]
 
 
 def test_resume_must_on_a_missing_run_raises(root):

@@ -1,0 +1,81 @@
+"""A finished event log changed under a reader that already read it, on a local disk:
+truncated (a mapped page past the new end is a SIGBUS that kills the reader) or
+overwritten in place (bytes decoded from a mapping after their checksums were checked
+would be values that were never written). The reader keeps what it read and verified.
+
+These need no FUSE: they run in the default suite.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+CHILD = textwrap.dedent("""
+    import os, sys
+    import nblog as nb
+    root, how = sys.argv[1], sys.argv[2]
+    run = nb.init("p", run_id="trunc-00000001", root=root, system=False, _environ={})
+    for step in range(300_000):  # about 7 MiB: a large finished log
+        run.add_scalar("loss", step * 0.5, step=step)
+    run.finish()
+    path = os.path.join(run.dir, "events.r0.s0.log")
+    reader = nb.RunReader(run.dir)
+    reader.files(0)  # read and checksummed now
+    size = os.path.getsize(path)
+    if how == "truncate":
+        os.truncate(path, 0)
+    else:  # overwrite every byte after the first 4 KiB in place
+        with open(path, "r+b") as f:
+            f.seek(4096)
+            f.write(bytes([0x55]) * (size - 4096))
+    values = reader.scalars()["value"].to_list()
+    assert values == [s * 0.5 for s in range(300_000)], "values that were never written"
+    print("ok", len(values))
+""")
+
+
+def _run(tmp_path, how: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", CHILD, str(tmp_path), how], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "PYTHONFAULTHANDLER": "1"})
+
+
+def test_a_read_log_truncated_under_the_reader_does_not_crash_it(tmp_path):
+    res = _run(tmp_path, "truncate")
+    assert res.returncode == 0, f"reader died (rc {res.returncode}): {res.stderr[-2000:]}"
+    assert res.stdout.split() == ["ok", "300000"]
+
+
+def test_a_read_log_overwritten_in_place_returns_only_what_was_written(tmp_path):
+    res = _run(tmp_path, "overwrite")
+    assert res.returncode == 0, f"rc {res.returncode}: {res.stderr[-2000:]}"
+    assert res.stdout.split() == ["ok", "300000"]
+
+
+def test_a_resume_that_cannot_read_run_json_keeps_the_run_history(tmp_path, caplog):
+    """run.json unreadable at a resume (a stale cache cut the read short, a torn copy):
+    the history comes back from run.json.bak and the event logs' headers, with a
+    warning, instead of a run.json written afresh."""
+    import json
+
+    import nblog as nb
+
+    def start():
+        return nb.init("p", run_id="hist-00000001", root=str(tmp_path), config={"lr": 0.1},
+                       resume="auto", system=False, _environ={"NB_HOSTNAME": "hostA"})
+
+    for step in range(2):  # sessions 0 and 1: session 1's resume leaves run.json.bak
+        run = start()
+        run.add_scalar("x", 1.0, step=step)
+        run.finish()
+    path = tmp_path / "p" / "hist-00000001" / "run.json"
+    created = json.loads(path.read_text())["created"]
+    path.write_text(json.dumps(json.loads(path.read_text()))[:100])  # cut short
+    run = start()
+    run.finish()
+    meta = json.loads(path.read_text())
+    assert [s["session"] for s in meta["sessions"]] == [0, 1, 2]
+    assert meta["created"] == created and meta["config"] == {"lr": 0.1} and meta["hosts"] == ["hostA"]
+    assert "unreadable" in caplog.text
