@@ -17,6 +17,7 @@ from ._runfile import (
     RUN_JSON,
     RunFile,
     event_file_name,
+    load_run_json_for_resume,
     next_session,
     read_run_json,
     to_json_config,
@@ -259,7 +260,7 @@ def _open_rank0(project, name, rid, how, job_id, job_source, project_dir, ranks,
     else:
         raise FileExistsError(f"nblog: could not find a free run id in {project_dir}")
 
-    old = read_run_json(run_dir) if exists else None
+    old = load_run_json_for_resume(run_dir) if exists else None
     sessions = list(old.get("sessions", [])) if old else []
     session = next_session(run_dir, 0, at_least=max((s.get("session", -1) for s in sessions), default=-1) + 1)
     now = time.time()
