@@ -40,13 +40,20 @@ def run_ls(
     first, keeping those of ``project``, whose name matches the glob ``name`` and whose
     status is one of ``statuses`` (all when empty); print them as a table or JSON.
 
-    Returns the exit code: 1 when ``project`` has no run there (a message on stderr
-    names the projects that exist), except with ``as_json``, which prints ``[]`` and
-    returns 0; otherwise 0, also when the filters leave nothing (a note on stderr).
+    Returns the exit code: 1 when ``root`` is not a folder (it does not exist or is a
+    file; a message on stderr, nothing on stdout, also with ``as_json``); 1 when
+    ``project`` has no run there (a message on stderr names the projects that exist),
+    except with ``as_json``, which prints ``[]`` and returns 0; otherwise 0, also when
+    the filters leave nothing (a note on stderr).
     """
     from nblog._catalog import default_root, list_runs
 
     root = root or default_root()
+    where = os.path.abspath(root)
+    if not os.path.isdir(where):
+        what = f"no runs of project {project!r}" if project is not None else "no runs"
+        error(f"{what}: {where} {_missing(where)}", "pass --root DIR or set NB_DIR")
+        return 1
     rows = list_runs(root, project)
     if project is not None and not rows and not as_json:
         _no_such_project(project, root)
@@ -60,11 +67,7 @@ def run_ls(
         emit_json(rows)
         return 0
     if not rows:
-        where = os.path.abspath(root)
-        if not os.path.isdir(where):
-            info(f"no runs: {where} {_missing(where)} (pass --root DIR or set NB_DIR)")
-        else:
-            info(f"no runs match under {where}")
+        info(f"no runs match under {where}")
     out = Output()
     if not rows and out.rich:
         return 0
@@ -96,9 +99,6 @@ def _missing(path: str) -> str:
 def _no_such_project(project: str, root: str) -> None:
     """The message for ``nb ls PROJECT`` when PROJECT has no run under ``root``."""
     where = os.path.abspath(root)
-    if not os.path.isdir(where):
-        error(f"no runs of project {project!r}: {where} {_missing(where)}", "pass --root DIR or set NB_DIR")
-        return
     try:
         with os.scandir(where) as it:
             others = sorted(e.name for e in it if e.name != project and e.is_dir())

@@ -12,6 +12,7 @@ from . import _format as F
 from . import _log as log
 from ._names import check_name
 from ._ranks import RankInfo, detect_ranks
+from ._resume_step import resume_step
 from ._run import Run
 from ._runfile import (
     RUN_JSON,
@@ -76,11 +77,21 @@ def init(
     world size come from torchrun (``RANK``...), then Open MPI (``OMPI_COMM_WORLD_*``),
     then Slurm (``SLURM_PROCID``...). The run folder is ``<root>/<project>/<run id>``.
 
+    One active run per rank and process: calling ``init`` again while a run of the same
+    rank that this process started is not finished warns and finishes that run first
+    (status "finished"), then starts the new one, as if ``run.finish()`` had been called.
+
+    A new session of an existing run (resume, requeue, restart) continues the step
+    counter of ``add_scalar`` without a step after the run's last step (read from rank
+    0's event logs, so also after a ``kill -9``); on every rank the counter starts
+    there. Explicit steps are kept as given.
+
     Args:
         project: project name (a path component: no ``/``, ``\\``, ``..``, NUL or
             control characters).
         run_name: a human name; the run id starts with its slug.
-        run_id: use this run id on every rank (overrides ``$NB_RUN_ID``). Without one,
+        run_id: use this run id on every rank (overrides ``$NB_RUN_ID``; ``""`` raises
+            ``ValueError``, an empty ``$NB_RUN_ID`` counts as unset). Without one,
             a shared job id (``TORCHELASTIC_RUN_ID`` given with ``--rdzv-id``, then
             ``SLURM_JOB_ID``, then torchrun's own uuid) derives the same id on every
             rank; with none, rank 0 draws a random id and other ranks log nothing.
@@ -134,6 +145,12 @@ def init(
         check_name(settings.run_id, "run_id")
     config_json = to_json_config(config)
     ranks = detect_ranks(env)
+    for active in _lifecycle.active(ranks.rank):
+        log.warning(
+            "nblog: init() called while run %r (rank %d) of this process is active; finishing "
+            "it first (call run.finish() before starting another run)", active.id, ranks.rank,
+        )
+        active.finish()
     if settings.mode == "disabled":
         return _inert(project, run_name, "", None, ranks, config_json, settings)
 
@@ -186,15 +203,26 @@ def _inert(project, name, rid, run_dir, ranks: RankInfo, config, settings: Setti
     )
 
 
-def _rank_session(run_dir: str, rank: int) -> int:
-    """A non-zero rank's session: after its own files and rank 0's latest session.
+def _rank_session(run_dir: str, rank: int, launch: dict[str, str]) -> tuple[int, int]:
+    """A non-zero rank's session and the start of its step counter.
 
-    Known at init (the rank waited for rank 0's session of its launch), so ``run.session``
-    is right before the rank writes anything.
+    The session comes after its own files and rank 0's latest session. Known at init
+    (the rank waited for rank 0's session of its launch), so ``run.session`` is right
+    before the rank writes anything. The counter starts where rank 0's session of
+    this launch (else its latest) started it, so timers at the current step agree
+    with rank 0's steps.
     """
     known = read_run_json(run_dir) or {}
-    latest = max((s.get("session", 0) for s in known.get("sessions") or []), default=0)
-    return next_session(run_dir, rank, at_least=latest)
+    sessions = [s for s in known.get("sessions") or [] if isinstance(s, dict)]
+    latest = max((s.get("session", 0) for s in sessions), default=0)
+    mine = [s for s in sessions if launch and s.get("launch") == launch] or sessions
+    entry = max(mine, key=lambda s: s.get("session", 0) if isinstance(s.get("session"), int) else 0,
+                default=None)
+    start = entry.get("step_start") if entry is not None else 0
+    if start.__class__ is not int or start < 0:  # written by an older nblog: rank 0's logs
+        before = entry.get("session") if entry is not None else None
+        start = resume_step(run_dir, sessions, before=before if before.__class__ is int else None)
+    return next_session(run_dir, rank, at_least=latest), start
 
 
 def _wait_for(run_dir: str, wait_s: float, launch: dict[str, str]) -> bool:
@@ -276,6 +304,8 @@ def _open_rank0(project, name, rid, how, job_id, job_source, project_dir, ranks,
         "world_size": ranks.world_size,
         "restart_counts": {k: env[k] for k in _RESTART_VARS if k in env},
         "launch": launch_identity(env),
+        # where add_scalar's counter starts: after the run's last step (_resume_step)
+        "step_start": resume_step(run_dir, sessions, before=session) if exists else 0,
     }
     if old and config and config != old.get("config"):
         entry["config"] = config  # the run keeps its first config; a changed one is kept here
@@ -302,7 +332,7 @@ def _open_rank0(project, name, rid, how, job_id, job_source, project_dir, ranks,
     }
     runfile = RunFile(run_dir, data)
     run = _make_run(project, name, rid, run_dir, ranks, runfile, config, settings, host, env,
-                    job_id, job_source, session=session)
+                    job_id, job_source, session=session, step_start=entry["step_start"])
     try:
         runfile.save()
     except OSError as err:
@@ -321,8 +351,11 @@ def _why_unwritable(path: str) -> str:
 
 
 def _make_run(project, name, rid, run_dir, ranks: RankInfo, runfile: RunFile | None, config,
-              settings: Settings, host, env, job_id, job_source, session: int | None = None) -> Run:
+              settings: Settings, host, env, job_id, job_source, session: int | None = None,
+              step_start: int | None = None) -> Run:
     is_logging = ranks.rank == 0
+    if session is None:
+        session, step_start = _rank_session(run_dir, ranks.rank, launch_identity(env))
     t0 = time.monotonic_ns()
     wall0 = time.time()
 
@@ -347,16 +380,25 @@ def _make_run(project, name, rid, run_dir, ranks: RankInfo, runfile: RunFile | N
         }
         on_first = on_progress = None
         if runfile is not None:
-            def on_first(step: int, _s=run.session) -> None:
-                runfile.update_session(_s, first_step=step)
+            written = [None]  # the last step in run.json: rewritten only when it moves
 
-            def on_progress(_s=run.session) -> None:
-                runfile.update_session(_s, last_step=run._step, updated=time.time())
+            def on_first(step: int, _s=run.session) -> None:
+                written[0] = last = run._step if run._step is not None else step
+                runfile.update_session(_s, first_step=step, last_step=last, updated=time.time())
+
+            def on_progress(_s=run.session) -> bool:
+                step = run._step
+                if step is None or step == written[0]:
+                    return False
+                written[0] = step
+                runfile.update_session(_s, last_step=step, updated=time.time())
+                return True
         return Writer(
             os.path.join(run_dir, event_file_name(run.rank, run.session)),
             header,
             flush_interval=settings.flush_interval,
             heartbeat_interval=settings.heartbeat_s,
+            progress_interval=settings.progress_s,
             on_first_step=on_first,
             on_progress=on_progress,
             media_sink=run._media_sink,
@@ -366,10 +408,9 @@ def _make_run(project, name, rid, run_dir, ranks: RankInfo, runfile: RunFile | N
     run = Run(
         project=project, name=name, run_id=rid, run_dir=run_dir, rank=ranks.rank,
         local_rank=ranks.local_rank, world_size=ranks.world_size,
-        session=session if session is not None else _rank_session(run_dir, ranks.rank),
-        config=config, is_logging=is_logging,
+        session=session, config=config, is_logging=is_logging,
         timing_all_ranks=settings.timing_all_ranks, strict=settings.strict,
-        make_writer=make_writer,
+        make_writer=make_writer, step_start=step_start or 0,
     )
     run._t0 = t0
     if runfile is not None:

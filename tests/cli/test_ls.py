@@ -75,15 +75,15 @@ def test_no_color_on_a_terminal(cli, runs):
     assert "ddp-00000001" in result.stdout
 
 
-def test_missing_root_is_empty_with_a_note(cli, tmp_path):
-    result = cli("ls", "--root", str(tmp_path / "nope"))
-    assert result.exit_code == 0
-    assert "does not exist" in result.stderr
-    result = cli("ls", "--root", str(tmp_path / "nope"), "--json")
-    assert result.exit_code == 0 and json.loads(result.stdout) == []
+def test_a_root_that_is_not_a_folder_is_an_error(cli, tmp_path):
     (tmp_path / "afile").write_text("x")
-    result = cli("ls", "--root", str(tmp_path / "afile"))
-    assert result.exit_code == 0 and "afile is not a folder" in result.stderr
+    for root, why in ((tmp_path / "nope", "nope does not exist"), (tmp_path / "afile", "afile is not a folder")):
+        for extra in ([], ["--json"], ["--status", "running"], ["--name", "x*"]):
+            result = cli("ls", "--root", str(root), *extra)
+            assert result.exit_code == 1, (root, extra)
+            assert result.stdout == ""  # no header, no []
+            assert f"error: no runs: {root}" in result.stderr and why in result.stderr
+            assert "pass --root DIR or set NB_DIR" in result.stderr
 
 
 def test_usage_errors_exit_2(cli, runs):

@@ -96,6 +96,16 @@ def test_nb_dir_a_missing_root_and_a_terminal_the_same_as_typer(runs, tmp_path):
         assert (fast.returncode, fast.stdout, fast.stderr) == (typer.returncode, typer.stdout, typer.stderr)
 
 
+@pytest.mark.parametrize("args", [[], ["--json"], ["nlp"], ["--status", "failed", "--json"]])
+def test_a_root_that_is_not_a_folder_the_same_as_typer(tmp_path, args):
+    (tmp_path / "afile").write_text("x")
+    for root in (tmp_path / "nope", tmp_path / "afile"):
+        fast = _nb(["ls", *args, "--root", str(root)])
+        typer = _nb(["ls", *args, "--root", str(root)], NB_DEBUG="1")
+        assert fast.returncode == 1 and fast.stdout == "" and "error: no runs" in fast.stderr
+        assert (fast.returncode, fast.stdout, fast.stderr) == (typer.returncode, typer.stdout, typer.stderr)
+
+
 def test_nb_ls_imports_no_heavy_package(runs):
     code = (
         "import json, sys\n"
