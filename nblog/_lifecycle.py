@@ -47,6 +47,11 @@ def _live():
     return [r for r in list(_runs) if not r._finished]
 
 
+def active(rank: int) -> list:
+    """The runs of ``rank`` that this process started and has not finished."""
+    return [r for r in _live() if r.rank == rank]
+
+
 def _install() -> None:
     global _previous_excepthook, _previous_sigterm
     atexit.register(_at_exit)

@@ -19,7 +19,7 @@ from functools import wraps
 from . import _format as F
 from . import _log as log
 from ._errors import StrictModeError
-from ._media import MediaMixin, MediaSink
+from ._media import MediaMixin, MediaSink, _figure_noop
 from ._writer import Writer
 
 _mono_ns = time.monotonic_ns
@@ -128,6 +128,14 @@ class Run(MediaMixin):
         is_logging: True if this rank writes scalars, text and media (rank 0).
 
     Thread-safe: ``add_*`` and timers may be called from several threads.
+
+    Pickling (a spawn or forkserver worker, a ``DataLoader`` worker, ``copy.copy``)
+    gives an inert copy, as a forked child has: the same ``id``, ``dir``, ranks,
+    ``session`` and ``config``, ``is_logging`` False, and every call a no-op that
+    never touches the run's files. No writer, thread or lock is pickled.
+
+    After :meth:`finish`, logging calls do nothing: the first one warns once (naming
+    the call), and raises ``StrictModeError`` with ``NB_STRICT=1``.
     """
 
     def __init__(
@@ -146,6 +154,7 @@ class Run(MediaMixin):
         timing_all_ranks: bool,
         strict: bool,
         make_writer: Callable[[Run], Writer | None] | None,
+        step_start: int = 0,
     ):
         self.project = project
         self.name = name
@@ -168,7 +177,10 @@ class Run(MediaMixin):
         # instead of landing at step 0 (which would hide the whole earlier curve)
         self._step = None
         self._deferred: list = []
-        self._counter = 0  # the next step used when add_scalar gets no step
+        # the next step used when add_scalar gets no step: a resumed session's starts
+        # after the run's last step (_resume_step), so nothing earlier is hidden
+        self._counter = step_start
+        self._step_start = step_start
         self._points = bytearray()
         self._texts: list = []
         self._media: list = []
@@ -178,6 +190,7 @@ class Run(MediaMixin):
         self._tag_defs: list = []
         self._next_tid = itertools.count().__next__
         self._tids: dict[str, int] = {}
+        self._hi: list[int] = []  # per tag id: the highest step this session logged (-1: none)
         self._timer_tids: dict[str, int] = {}
         self._text_tids: dict[str, int] = {}
         self._system_tids: dict[str, int] = {}
@@ -239,6 +252,11 @@ class Run(MediaMixin):
                     if value is None:
                         self._step = step
                         return
+                hi = self._hi
+                if step < hi[tid]:
+                    self._step_back(tag, step, hi[tid])
+                else:
+                    hi[tid] = step
                 self._points += _pack(
                     step, value, tid, (_mono_ns() - self._t0) // 1_000_000 & 0xFFFFFFFF
                 )
@@ -261,6 +279,7 @@ class Run(MediaMixin):
         ms = (_mono_ns() - self._t0) // 1_000_000 & 0xFFFFFFFF
         out = bytearray()
         tids = self._tids
+        hi = self._hi
         for tag, value in values.items():
             tid = tids.get(tag) if tag.__class__ is str else None
             if tid is None:
@@ -271,6 +290,10 @@ class Run(MediaMixin):
                 value = self._to_float(value, tag)
                 if value is None:
                     continue
+            if step < hi[tid]:
+                self._step_back(tag, step, hi[tid])
+            else:
+                hi[tid] = step
             out += _pack(step, value, tid, ms)
         self._points += out
 
@@ -318,6 +341,11 @@ class Run(MediaMixin):
             if step is None:  # no step yet in this session: the next one known
                 self._defer(("text", tid, ms, text))
                 return
+            hi = self._hi
+            if step < hi[tid]:
+                self._step_back(tag, step, hi[tid])
+            else:
+                hi[tid] = step
             self._texts.append((step, tid, ms, text))
         except StrictModeError:
             raise
@@ -448,7 +476,7 @@ class Run(MediaMixin):
                 fn()
             except Exception as err:
                 self._internal(err)
-        self._disable()
+        self._bind_after_finish()
         if self._writer is not None:
             self._writer.close(
                 {"status": status, "reason": reason, "wall": time.time()}, timeout=timeout
@@ -463,6 +491,51 @@ class Run(MediaMixin):
         self.add_text = _noop
         self._bind_media_noops(_noop)
         self.timer = lambda *a, **k: _NO_TIMER
+
+    def _bind_after_finish(self) -> None:
+        """Bind every logging call to one that says it comes after finish().
+
+        The first such call warns (naming it) and binds the plain no-ops, so later
+        calls cost an empty call; in strict mode every call raises instead.
+        """
+
+        def bind(name: str, result: Callable) -> None:
+            def after_finish(*args, **kwargs):
+                self._after_finish(name)
+                return result(*args, **kwargs)
+
+            setattr(self, name, after_finish)
+
+        for name in ("add_scalar", "add_text", "add_image", "add_images", "add_histogram", "add_audio"):
+            bind(name, _noop)
+        bind("add_figure", _figure_noop)  # still closes the figure
+        bind("timer", lambda *a, **k: _NO_TIMER)
+
+    def _after_finish(self, name: str) -> None:
+        message = (f"nblog: run.{name}() called after run.finish() on run {self.id!r}; "
+                   "this and every later logging call of this run is ignored")
+        if self._strict:
+            raise StrictModeError(message)
+        self._disable()  # warned once: later calls are plain no-ops
+        self._warn_once(("after_finish",), message)
+
+    def _step_back(self, tag: str, step: int, high: int) -> None:
+        """A tag logged at a step below its highest in this session: stored, warned once
+        per tag (raises in strict mode). A resumed session starts its own record."""
+        message = (f"nblog: tag {tag!r} logged at step {step}, lower than its step {high} "
+                   "earlier in this session; stored, and readers show both (a restart from "
+                   "a checkpoint belongs in a new session: init(resume='auto'))")
+        if self._strict:
+            raise StrictModeError(message, tag=tag)
+        self._warn_once(("step_back", tag), message)
+
+    def __reduce__(self):
+        """Pickle as an inert copy (see the class docstring): no writer, thread or lock."""
+        return (_inert_copy, ({
+            "project": self.project, "name": self.name, "run_id": self.id, "run_dir": self.dir,
+            "rank": self.rank, "local_rank": self.local_rank, "world_size": self.world_size,
+            "session": self.session, "config": self.config,
+        },))
 
     def _forked(self) -> None:
         """In a child forked from this process: become a no-op, never touch the files."""
@@ -524,6 +597,9 @@ class Run(MediaMixin):
                 self._reject("bad_tag", "<new tags>",  # one warning per call site, not per tag
                              f"more than {F.MAX_TAG_ID} distinct tags in one session; new tags are refused")
                 return None
+            hi = self._hi
+            while len(hi) <= tid:  # safe against another thread interning at once
+                hi.append(-1)
             self._tag_defs.append((tid, kind, tag))
             table[tag] = tid
         return tid
@@ -590,6 +666,14 @@ class Run(MediaMixin):
         if key not in self._warned:
             self._warned.add(key)
             log.warning(message)
+
+
+def _inert_copy(state: dict) -> Run:
+    """A Run that logs nothing and never touches files: what an unpickled Run becomes."""
+    run = Run(**state, is_logging=False, timing_all_ranks=False, strict=False, make_writer=None)
+    run._finished = True
+    run._disable()
+    return run
 
 
 def _call_site() -> str:

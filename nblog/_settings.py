@@ -13,7 +13,7 @@ class Settings(
     namedtuple(
         "Settings",
         "root mode strict resume run_id wait_s flush_interval heartbeat_s system "
-        "system_interval timing_all_ranks",
+        "system_interval timing_all_ranks progress_s",
     )
 ):
     """Resolved configuration of one ``init`` call, recorded in ``run.json``.
@@ -23,7 +23,9 @@ class Settings(
         mode: "online" or "disabled" (``mode=``, ``$NB_MODE``).
         strict: bad data raises instead of warning (``strict=``, ``$NB_STRICT=1``).
         resume: None, "auto" or "must" (``resume=``, ``$NB_RESUME``).
-        run_id: explicit run id or None (``run_id=``, ``$NB_RUN_ID``).
+        run_id: explicit run id or None (``run_id=``, then ``$NB_RUN_ID``). ``run_id=""``
+            is refused by ``init`` (``ValueError``); an empty or blank ``$NB_RUN_ID``
+            counts as unset.
         wait_s: seconds a non-zero rank waits for rank 0's folder (``$NB_WAIT_S``, 120).
         flush_interval: seconds between background flushes (``flush_interval=``,
             ``$NB_FLUSH_INTERVAL``, 1.0); bounds what ``kill -9`` can lose.
@@ -32,6 +34,8 @@ class Settings(
         system: system metric groups sampled on local rank 0 (``system=``, ``$NB_SYSTEM``).
         system_interval: seconds between system samples (``system_interval=``, 30).
         timing_all_ranks: every timer logs on every rank (``timing_all_ranks=``).
+        progress_s: at most this often (seconds) rank 0 rewrites ``run.json`` with the
+            session's last step, and only when the step moved (``$NB_PROGRESS_S``, 5).
     """
 
     __slots__ = ()
@@ -122,11 +126,20 @@ def resolve(
         mode=mode,
         strict=_flag(env.get("NB_STRICT", "")) if strict is None else bool(strict),
         resume=resume,
-        run_id=run_id or env.get("NB_RUN_ID", "").strip() or None,
+        # run_id="" is kept, so init refuses it; an empty variable is an unset one
+        run_id=run_id if run_id is not None else (env.get("NB_RUN_ID", "").strip() or None),
         wait_s=_float(env, "NB_WAIT_S", 120.0),
         flush_interval=float(flush_interval),
         heartbeat_s=_float(env, "NB_HEARTBEAT_S", 60.0),
         system=groups,
         system_interval=float(system_interval),
         timing_all_ranks=bool(timing_all_ranks),
+        progress_s=_progress(env),
     )
+
+
+def _progress(env: Mapping[str, str]) -> float:
+    v = _float(env, "NB_PROGRESS_S", 5.0)
+    if not v > 0:
+        raise ValueError(f"environment variable NB_PROGRESS_S={env['NB_PROGRESS_S']!r} must be > 0 seconds")
+    return v

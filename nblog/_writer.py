@@ -58,8 +58,13 @@ class Writer:
             non-system point or text drained (rank 0 records it in ``run.json``).
         buffers: ``(points, texts, media, tag_defs)`` to drain, when the caller made
             them before the writer (default: new empty ones).
-        on_progress: called in the writer thread every ``progress_interval`` seconds
-            (rank 0 records the last step in ``run.json``, so ``nb ls`` never reads events).
+        on_progress: called in the writer thread after a drain, at most every
+            ``progress_interval`` seconds: rank 0 records the last step in ``run.json``,
+            so ``nb ls`` never reads events. It returns False when it wrote nothing
+            (the step did not move): it is then asked again at the next drain, so a
+            step that moves is recorded within ``flush_interval`` of the interval's
+            end, and the first one within ``flush_interval`` of the first drain.
+        progress_interval: seconds (default 5).
         media_sink: turns queued media items into ``(step, tag id, ms, offset, length,
             meta)`` references, in the media thread (encoding and the media pack).
             Without one, queued items are written as references as they are.
@@ -78,7 +83,7 @@ class Writer:
         on_first_step: Callable[[int], None] | None = None,
         buffers: tuple[bytearray, list, list, list] | None = None,
         on_progress: Callable[[], None] | None = None,
-        progress_interval: float = 30.0,
+        progress_interval: float = 5.0,
         media_sink: Callable[[list], list] | None = None,
     ):
         self.path = path
@@ -93,7 +98,7 @@ class Writer:
         self._on_progress = on_progress
         self._media_sink = media_sink
         self._progress_interval = progress_interval
-        self._last_progress = time.monotonic()
+        self._last_progress = float("-inf")  # the first drain may already record progress
         self._lock = threading.Lock()  # the event log (fd, frames, counters in frames)
         self._media_lock = threading.Lock()  # one media encoder at a time; taken before _lock
         self._media_thread: threading.Thread | None = None
@@ -241,8 +246,12 @@ class Writer:
                     if not wrote and now - self._last_write >= self._heartbeat:
                         self._write_stats({})
                     if self._on_progress is not None and now - self._last_progress >= self._progress_interval:
-                        self._last_progress = now
-                        self._on_progress()
+                        wrote = True  # also when it raises: a failing run.json waits an interval
+                        try:
+                            wrote = self._on_progress()
+                        finally:
+                            if wrote is not False:  # False: nothing new, ask at the next drain
+                                self._last_progress = now
                 except Exception as exc:  # never let the thread die silently
                     self._warn_once("writer", f"nblog: writer error on {self.path}: {exc!r}")
             if self.media and self._media_thread is None:

@@ -37,8 +37,15 @@ def test_bad_names_raise_before_anything_is_created(root, arg, bad):
     assert not root.exists()
 
 
-def test_empty_run_id_means_none(make_run):
-    run = make_run(run_id="", env={"NB_RUN_ID": ""})
+def test_an_empty_run_id_argument_raises_before_anything_is_created(root):
+    with pytest.raises(ValueError, match="run_id must not be empty"):
+        nb.init("p", run_id="", root=root, _environ={"NB_RUN_ID": "from-env"}, system=False)
+    assert not root.exists()
+
+
+@pytest.mark.parametrize("value", ["", "   "])
+def test_an_empty_nb_run_id_variable_counts_as_unset(make_run, value):
+    run = make_run(env={"NB_RUN_ID": value})
     assert run_json(run)["run_id_source"] == "random"
 
 
