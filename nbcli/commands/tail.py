@@ -68,7 +68,8 @@ def tail(
     Each line: time, session, step, kind, tag, value (tab-separated when piped). With
     --json, one JSON object per line (JSON Lines) with keys rank, session, step, kind,
     tag, wall_time, value, text, meta; NaN and infinities are the strings "nan", "inf",
-    "-inf". Only bytes appended since the last poll are read.
+    "-inf". Only bytes appended since the last poll are read. A rank with no events
+    (yet, or none matching --tag) prints a note on stderr and exits 0.
     """
     from nblog._tail import DEFAULT_KINDS, Follower
 
@@ -89,7 +90,8 @@ def tail(
             else:
                 out.line(_line(ev))
 
-    emit(follower.poll(last=lines))
+    first = follower.poll(last=lines)
+    emit(first)
     if follower.dir is not None and not follower.sessions():
         message, present = missing_rank(follower.dir, rank) or ("", [])
         if not follow:
@@ -97,6 +99,11 @@ def tail(
                   "add -f to wait for it")
             raise typer.Exit(1)
         info(f"waiting for {message.replace(' has no event log in ', ': no event log yet in ')} ...")
+    elif follower.dir is not None and lines and not first:
+        # an empty output says why: not an error (a run that has just started has none yet)
+        where = f"rank {rank} of run {os.path.basename(follower.dir)}"
+        note = f"no events of {where} match --tag {' '.join(tags)}" if tags else f"no events in {where} yet"
+        info(note + ("; waiting for new ones ..." if follow else " (add -f to wait for them)"))
     if not follow:
         return
     try:

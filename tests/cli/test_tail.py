@@ -9,7 +9,7 @@ import sys
 import threading
 import time
 
-from cli_helpers import clean_env, start, torchrun_env
+from cli_helpers import clean_env, run_ranks, start, torchrun_env
 
 
 def events(cli, runs, *args):
@@ -165,3 +165,22 @@ def test_rank_ranges():
     assert rank_ranges([3]) == "3"
     assert rank_ranges([0, 1]) == "0-1"
     assert rank_ranges([0, 1, 2, 5, 7, 8, 255]) == "0-2, 5, 7-8, 255"
+
+
+def test_a_rank_without_events_says_so(cli, tmp_path):
+    root = tmp_path / "runs"
+    run_ranks(root, {"stop": 0}, 1, "empty-00000001")  # opened and finished, nothing logged
+    for extra in ([], ["--json"]):
+        result = cli("tail", "empty-00000001", "--root", str(root), *extra)
+        assert result.exit_code == 0 and result.stdout == ""
+        assert "no events in rank 0 of run empty-00000001 yet (add -f to wait for them)" in result.stderr
+    result = cli("tail", "empty-00000001", "--root", str(root), "-f", "--timeout", "0.1", "--interval", "0.05")
+    assert result.exit_code == 0 and result.stdout == ""
+    assert "no events in rank 0 of run empty-00000001 yet; waiting for new ones" in result.stderr
+    assert cli("tail", "empty-00000001", "--root", str(root), "-n", "0").stderr == ""  # none asked for
+
+
+def test_tags_that_match_nothing_say_so(cli, runs):
+    result = cli("tail", "ddp-00000001", "--root", str(runs), "--tag", "nope/*", "--tag", "x")
+    assert result.exit_code == 0 and result.stdout == ""
+    assert "no events of rank 0 of run ddp-00000001 match --tag nope/* x" in result.stderr
