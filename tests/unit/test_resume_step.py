@@ -1,0 +1,79 @@
+"""nblog._resume_step: the last step of an event log, read from its ends with the stdlib.
+
+init reads it on a resume to continue the step counter; it must find the highest
+non-system step near the end however long the log is, and never fail on a torn or
+damaged log.
+"""
+
+from __future__ import annotations
+
+import os
+
+from nblog import _format as F
+from nblog._resume_step import _HEAD, _TAIL, log_last_step, resume_step
+from nblog._writer import Writer
+
+
+def write_log(path, points, texts=(), system_tags=()):
+    """An event log with scalar tag 0 (``points``: steps), text tag 1, system tags 2+."""
+    defs = [(0, F.KIND_SCALAR, "loss"), (1, F.KIND_TEXT, "note")]
+    defs += [(2 + i, F.KIND_SYSTEM, name) for i, name in enumerate(system_tags)]
+    w = Writer(str(path), {"rank": 0}, flush_interval=60)
+    w.tag_defs.extend(defs)
+    for step in points:
+        w.points += F.POINT.pack(step, 0.5, 0, 0)
+    w.flush()
+    for step, text in texts:
+        w.texts.append((step, 1, 0, text))
+    for i, step in enumerate(system_tags.values() if isinstance(system_tags, dict) else ()):
+        w.points += F.POINT.pack(step, 1.0, 2 + i, 0)
+    w.flush()
+    return w
+
+
+def test_a_short_log_gives_its_highest_step_and_text_counts(tmp_path):
+    path = tmp_path / "events.r0.s0.log"
+    write_log(path, range(100), texts=[(120, "late note")]).close({})
+    assert log_last_step(str(path)) == 120
+
+
+def test_a_log_longer_than_both_windows_is_read_at_its_end(tmp_path):
+    path = tmp_path / "events.r0.s0.log"
+    n = 3 * (_HEAD + _TAIL) // F.POINT_SIZE
+    w = write_log(path, range(n))
+    w.close({})
+    assert os.path.getsize(path) > _HEAD + _TAIL
+    assert log_last_step(str(path)) == n - 1
+
+
+def test_system_points_do_not_count(tmp_path):
+    path = tmp_path / "events.r0.s0.log"
+    write_log(path, range(10), system_tags={"system/cpu_percent": 10**6}).close({})
+    assert log_last_step(str(path)) == 9
+
+
+def test_a_torn_tail_is_left_out_and_garbage_gives_none(tmp_path):
+    path = tmp_path / "events.r0.s0.log"
+    w = write_log(path, range(10))
+    w.points += b"".join(F.POINT.pack(s, 0.5, 0, 0) for s in range(10, 20))
+    w.flush()
+    w.close({})
+    data = path.read_bytes()
+    end_frame = data.rfind(F.FRAME_MAGIC)  # the END frame; the points frame before it
+    torn = data[: data.rfind(F.FRAME_MAGIC, 0, end_frame) + F.FRAME_HEADER_SIZE + 30]
+    path.write_bytes(torn)  # what a kill -9 in the middle of a write leaves
+    assert log_last_step(str(path)) == 9
+    path.write_bytes(b"not an event log at all" * 100)
+    assert log_last_step(str(path)) is None
+    assert log_last_step(str(tmp_path / "missing.log")) is None
+
+
+def test_resume_step_uses_the_latest_session_with_steps_and_run_json_as_a_floor(tmp_path):
+    write_log(tmp_path / "events.r0.s0.log", range(100)).close({})
+    write_log(tmp_path / "events.r0.s1.log", range(50, 80)).close({})
+    write_log(tmp_path / "events.r0.s2.log", []).close({})  # killed before its first step
+    write_log(tmp_path / "events.r3.s3.log", range(500)).close({})  # another rank: ignored
+    assert resume_step(str(tmp_path), []) == 80  # session 1's last step, the last one shown
+    assert resume_step(str(tmp_path), [{"session": 1, "last_step": 90}]) == 91
+    assert resume_step(str(tmp_path), [], before=1) == 100
+    assert resume_step(str(tmp_path / "nothing"), []) == 0
