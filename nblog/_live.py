@@ -116,6 +116,7 @@ class _File:
         self.prev_ms = 0
         self.texts: list[tuple[int, int, int, str]] = []
         self.last_step: int | None = None  # of a non-system record
+        self.seen: set[int] = set()  # tag ids with at least one record (a tag can be defined without)
 
     def poll(self) -> int:
         """Read what was appended; returns the index of the first new block."""
@@ -140,6 +141,8 @@ class _File:
                         system[tid] = k == F.KIND_SYSTEM
                     every_known = not system.any()
                 t = arr["tag"]
+                if len(self.seen) < len(self.lf.tags):  # some tag has no record yet: O(block), else free
+                    self.seen.update(i for i in np.flatnonzero(np.bincount(t)).tolist() if i in self.lf.tags)
                 if every_known and int(t.max()) < len(system):
                     steps = arr["step"]  # no system metric in this block (the common case)
                 else:
@@ -149,6 +152,7 @@ class _File:
                     top = int(steps.max())
                     self.last_step = top if self.last_step is None else max(self.last_step, top)
             for item in delta.texts:
+                self.seen.add(item[1])
                 self.last_step = item[0] if self.last_step is None else max(self.last_step, item[0])
             self.texts.extend(delta.texts)
             if self.lf.offset == before or self.lf.size - self.lf.offset <= self.lf.pending_bytes:
@@ -355,11 +359,13 @@ class LiveRun:
             return sorted(self._files)
 
     def tags(self, rank: int, kind: str = "scalar") -> list[str]:
-        """Sorted tags of ``rank`` of one kind (loads the rank)."""
+        """Sorted tags of ``rank`` of one kind that have at least one record (loads the
+        rank): a tag defined but never given a point (every value rejected) is left out."""
         code = _KIND[kind]
         with self._lock:
             files = self._load_rank(rank)
-            return sorted({name for f in files.values() for k, name in f.lf.tags.values() if k == code})
+            return sorted({name for f in files.values() for tid, (k, name) in f.lf.tags.items()
+                           if k == code and tid in f.seen})
 
     def sessions(self, rank: int) -> list[dict]:
         """Per session of ``rank``: session, host, wall_start, first_step, duration_s,

@@ -21,6 +21,7 @@ from nblog._live import LiveRun
 from .messages import RunStatus
 from .plotdata import AXIS_NAMES, Smoother, band_spec, scalar_spec, system_spec
 from .preload import preload
+from .widgets.plot import PALETTE, PlotSpec
 
 MAX_PLOTS = 6
 KEEP_SERIES = 128
@@ -94,8 +95,14 @@ class RunModel:
         return self.runs[0]
 
     def label(self, live: LiveRun) -> str:
-        meta = live.meta
-        return str(meta.get("name") or meta.get("id") or os.path.basename(live.dir))
+        """The name of ``live`` in an overlay's legend: its run id (the folder name, what
+        ``nb tui RUN`` takes), never the run name, which several runs may share; with
+        the project in front when runs of two projects have the same id."""
+        run_id = os.path.basename(os.path.normpath(live.dir))
+        same = sum(os.path.basename(os.path.normpath(o.dir)) == run_id for o in self.runs)
+        if same > 1:
+            return f"{os.path.basename(os.path.dirname(os.path.normpath(live.dir)))}/{run_id}"
+        return run_id
 
     def refresh(self) -> bool:
         changed = False
@@ -149,7 +156,11 @@ class RunModel:
         return out
 
     def _scalars(self, req: Request, default_tag: str | None) -> list:
-        tags = list(req.tags) or ([default_tag] if default_tag else [])
+        # only tags this rank has (in some run shown): the tag highlighted on another
+        # rank is no "no points yet" plot here
+        have = {t for live in self.runs for t in live.tags(req.rank, "scalar")}
+        tags = [t for t in req.tags if t in have] or \
+            ([default_tag] if default_tag in have else sorted(have)[:1])
         specs, used = [], []
         for tag in tags[:MAX_PLOTS]:
             entries = []
@@ -162,14 +173,39 @@ class RunModel:
                 scalar_spec(tag, entries, axis=req.axis, smoothing=req.smoothing, logy=req.logy,
                             buckets=req.buckets, smoother=self.smoother)
             )
-        self.smoother.keep(used)
         if not tags:
-            from .widgets.plot import PlotSpec
-
-            specs.append(PlotSpec(message=f"rank {req.rank} logged no scalars (yet)"))
+            specs.append(self._no_scalars(req, used))
+        self.smoother.keep(used)
         for spec in specs:
             spec.title = spec.title + ("" if req.axis == "step" else f"  vs {AXIS_NAMES[req.axis]}")
         return specs
+
+    def _no_scalars(self, req: Request, used: list) -> PlotSpec:
+        """The plot of a rank without scalars: what the rank logs instead and the key of
+        its view; a rank with timers only (a worker rank timing its steps) gets its
+        timers plotted here, seconds per record against the step."""
+        live, r = self.primary, req.rank
+        timers = live.tags(r, "timer")
+        others = [(what, key) for what, kind, key in (("system metrics", "system", "3"), ("text", "text", "4"))
+                  if live.tags(r, kind)]
+        if not timers:
+            if not others:
+                return PlotSpec(message=f"rank {r} logged no scalars (yet)")
+            what = " and ".join(w for w, _k in others)
+            keys = ", ".join(f"{k} for {w}" for w, k in others)
+            return PlotSpec(message=f"rank {r} logs {what} only: press {keys}")
+        if others:
+            title = f"rank {r}: no scalars; timers (2), " + ", ".join(f"{w} ({k})" for w, k in others)
+        else:
+            title = f"rank {r} logs timers only (2: timers view)"
+        ss = live.series(r, timers[:len(PALETTE)], "timer")
+        for t in ss:
+            self._use(0, (r, "timer", t))
+        used.extend(ss.values())
+        spec = scalar_spec(title, list(ss.items()), axis=req.axis, smoothing=req.smoothing, logy=req.logy,
+                           buckets=req.buckets, smoother=self.smoother)
+        spec.yunit = "s"
+        return spec
 
     def _timers(self, req: Request, _default: str | None) -> TimersData:
         live = self.primary
@@ -250,10 +286,11 @@ class RunModel:
             def per_gpu(metric: str) -> list:
                 return [(f"gpu{i}", gpus[i][metric]) for i in sorted(gpus) if metric in gpus[i]]
 
-            plots.append(system_spec("GPU utilization %", per_gpu("utilization_percent"), b))
-            plots.append(system_spec("GPU memory used GiB", per_gpu("memory_used_bytes"), b, scale=1 / 2**30))
-            plots.append(system_spec("GPU temperature °C", per_gpu("temperature_c"), b))
-            plots.append(system_spec("GPU power W", per_gpu("power_w"), b))
+            if gpus:  # else the grid says this machine recorded no GPUs
+                plots.append(system_spec("GPU utilization %", per_gpu("utilization_percent"), b))
+                plots.append(system_spec("GPU memory used GiB", per_gpu("memory_used_bytes"), b, scale=1 / 2**30))
+                plots.append(system_spec("GPU temperature °C", per_gpu("temperature_c"), b))
+                plots.append(system_spec("GPU power W", per_gpu("power_w"), b))
         return SystemData(grid, names, req.machine if 0 <= req.machine < len(names) else -1, plots)
 
     def _media_view(self, req: Request, _default: str | None):

@@ -161,7 +161,7 @@ def scalar_spec(
             idx = c.indices(s, curve, logy)
             y = c.y(s, curve, logy)
             spec.lines.append(Line(_x(s, axis, idx), y[idx], color=color, faint=faint,
-                                   label="" if faint else label))
+                                   label="" if faint else label, dash=i))
             if curve == "raw":
                 total += c.n
                 shown += len(idx)
@@ -209,7 +209,8 @@ def band_spec(title: str, per_rank: dict[int, Series], buckets: int) -> tuple[Pl
         spec.lines.append(Line(x[mi], b.median[mi], color=PALETTE[0], label="median"))
     st, sv = totals[slowest]
     si = minmax_indices(sv, buckets)
-    spec.lines.append(Line(st[si].astype(np.float64), sv[si], color=PALETTE[3], label=f"slowest rank {slowest}"))
+    spec.lines.append(Line(st[si].astype(np.float64), sv[si], color=PALETTE[3], label=f"slowest rank {slowest}",
+                           dash=len(spec.lines)))
     spec.note = f"{len(totals)} ranks, seconds per step" + (" · min/max display" if len(b.step) > 2 * buckets else "")
     return spec, slowest
 
@@ -223,7 +224,7 @@ def system_spec(title: str, entries: list[tuple[str, Series]], buckets: int, sca
             continue
         y = s.value * scale
         idx = minmax_indices(y, buckets)
-        spec.lines.append(Line(s.wall[idx], y[idx], color=PALETTE[i % len(PALETTE)], label=label))
+        spec.lines.append(Line(s.wall[idx], y[idx], color=PALETTE[i % len(PALETTE)], label=label, dash=i))
     if not spec.lines:
         spec.message = "no samples"
     return spec

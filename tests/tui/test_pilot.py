@@ -76,7 +76,7 @@ async def test_overlay_two_runs(demo_root):
         await settle(pilot)
         (spec,) = plot_specs(app)
         labels = {ln.label for ln in spec.lines if not ln.faint}
-        assert labels == {"demo", "baseline"}
+        assert labels == {RUN_ID, "demo-1111beef"}  # run ids: names can be shared
 
 
 @aio

@@ -29,6 +29,9 @@ def grid_text(rows: list[tuple[str, list[float | None]]], width: int = 100) -> T
     if not rows:
         return Text("no GPU metrics (no machine recorded system/gpu*/utilization_percent)", style="dim")
     ngpu = max((len(u) for _h, u in rows), default=0)
+    if ngpu == 0:  # machines without GPUs (or without NVML): no empty grid under a header
+        hosts = ", ".join(clean(h) for h, _u in rows[:4]) + (f" and {len(rows) - 4} more" if len(rows) > 4 else "")
+        return Text(f"no GPUs recorded on {hosts} (CPU and memory only)", style="dim")
     name_w = min(max(len(clean(h)) for h, _u in rows), 24)
     out = Text(no_wrap=True, end="")
     out.append(" " * name_w + " ", style="dim")
@@ -37,6 +40,8 @@ def grid_text(rows: list[tuple[str, list[float | None]]], width: int = 100) -> T
     for host, utils in rows:
         out.append("\n")
         out.append(clean(host)[:name_w].ljust(name_w) + " ")
+        if not utils:
+            out.append("no GPUs recorded", style="dim")
         for i in range(ngpu):
             v = utils[i] if i < len(utils) else None
             label = " - " if v is None or not math.isfinite(v) else f"{min(v, 999):3.0f}"

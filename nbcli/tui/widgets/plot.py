@@ -7,7 +7,9 @@ at most 50 ms of CPU on a live refresh, so the raster is done here in a few nump
 passes (~2 ms). What is drawn is described by a :class:`PlotSpec` (prepared off the
 UI thread, see ``nbcli.tui.plotdata``); the widget only maps it to cells.
 
-Drawn: lines (a faint style for the raw curve under a smoothed one), a filled band,
+Drawn: lines (a faint style for the raw curve under a smoothed one; each labelled
+line of a plot in its own dash pattern as well as its own colour, so that lines are
+told apart on a monochrome terminal or with ``NO_COLOR``), a filled band,
 markers for NaN (``×``) and ±inf (``▲`` at the top, ``▼`` at the bottom) instead of
 values that would break the axes, dotted vertical lines at session boundaries, y
 ticks, x ticks formatted for the axis (steps, clock time, durations) and a title row
@@ -39,17 +41,23 @@ TITLE = Style(bold=True)
 NOTE = Style(color="#8a8f98", italic=True)
 MARK = Style(color="#ff5f5f", bold=True)
 SESSION = Style(color="#d7af5f")
+# Dash patterns over the dots along a line (1: dot drawn), and the legend's picture of
+# each: solid, dashed, dotted, dash-dot. A line's ``dash`` picks one (modulo 4).
+DASHES = ((1,), (1, 1, 1, 1, 1, 1, 0, 0, 0, 0), (1, 0, 0), (1, 1, 1, 1, 1, 1, 0, 0, 0, 1, 0, 0, 0))
+DASH_LEGEND = ("━━", "╍╍", "┅┅", "━·")
 
 
 @dataclass
 class Line:
-    """A polyline: x and y (finite values only), a colour, faint or not, a label."""
+    """A polyline: x and y (finite values only), a colour, faint or not, a label, a
+    dash pattern (an index into :data:`DASHES`; faint lines are drawn solid)."""
 
     x: np.ndarray
     y: np.ndarray
     color: str = PALETTE[0]
     faint: bool = False
     label: str = ""
+    dash: int = 0
 
 
 @dataclass
@@ -203,14 +211,15 @@ def render_spec(spec: PlotSpec, width: int, height: int) -> list[list[Segment]]:
     """Lay out ``spec`` in ``width`` × ``height`` cells: one list of segments per row."""
     rows_out: list[list[Segment]] = []
     title = clean(spec.title)
-    legend = [(clean(ln.label), ln.color) for ln in spec.lines if ln.label and not ln.faint]
+    legend = [(clean(ln.label), ln.color, DASH_LEGEND[ln.dash % len(DASHES)])
+              for ln in spec.lines if ln.label and not ln.faint]
     head: list[Segment] = [Segment(title[: max(0, width)], TITLE)]
     used = len(title)
-    for label, color in legend:
-        piece = f"  ■ {label}"
+    for label, color, dash in legend:
+        piece = f"  {dash} {label}"
         if used + len(piece) > width:
             break
-        head += [Segment("  ■ ", Style(color=color)), Segment(label, LABEL)]
+        head += [Segment(f"  {dash} ", Style(color=color)), Segment(label, LABEL)]
         used += len(piece)
     if spec.note and used + len(spec.note) + 2 <= width:
         head.append(Segment(" " * (width - used - len(spec.note)) + spec.note, NOTE))
@@ -281,6 +290,10 @@ def render_spec(spec: PlotSpec, width: int, height: int) -> list[list[Segment]]:
         st = Style(color=FAINT) if ln.faint and ln.color == PALETTE[0] else Style(color=ln.color, dim=ln.faint)
         sid = r.style_id(st)
         dx, dy = _segments_dots(mapx(ln.x).astype(np.float64), mapy(ln.y).astype(np.float64))
+        pattern = DASHES[ln.dash % len(DASHES)]
+        if len(pattern) > 1 and not ln.faint:
+            on = np.asarray(pattern, bool)[np.arange(len(dx)) % len(pattern)]
+            dx, dy = dx[on], dy[on]
         r.dots(dx, dy, sid)
     sess_id = r.style_id(SESSION)
     for v in spec.vlines:
