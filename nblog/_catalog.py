@@ -65,7 +65,14 @@ def resolve_run(query: str | os.PathLike, root: str | os.PathLike | None = None)
             project_dirs = sorted(os.listdir(root))
         except OSError:
             raise RunNotFoundError(q, os.path.abspath(root)) from None
-    exact, prefix = [], []
+    # The direct path of the id in each project first: a network file system may list
+    # a folder from a cache that does not show a run created a moment ago elsewhere,
+    # while a lookup of the name itself is answered by the server.
+    exact = [p for p in (os.path.join(root, project, q) for project in project_dirs)
+             if q != "." and os.path.isdir(p) and _is_run_dir(p)]
+    if exact:
+        project_dirs = []
+    prefix = []
     for project in project_dirs:
         pdir = os.path.join(root, project)
         try:
@@ -75,8 +82,8 @@ def resolve_run(query: str | os.PathLike, root: str | os.PathLike | None = None)
         for name in names:
             if name == q or name.startswith(q):
                 path = os.path.join(pdir, name)
-                if os.path.isdir(path) and _is_run_dir(path):
-                    (exact if name == q else prefix).append(path)
+                if name != q and os.path.isdir(path) and _is_run_dir(path):
+                    prefix.append(path)
     found = exact or prefix
     if not found:
         raise RunNotFoundError(q, os.path.abspath(root))
