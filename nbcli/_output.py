@@ -143,6 +143,14 @@ def fmt_time(unix: float | None) -> str:
         return "-"
 
 
+def fmt_config_value(value: object, width: int = 40) -> str:
+    """A config value as compact JSON, cut to about ``width`` characters with ``...``."""
+    import json
+
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
 def fmt_bytes(n: int | None) -> str:
     """``512 B``, ``1.5 KiB``, ``23.4 MiB``, ...; ``-`` for missing."""
     if n is None:

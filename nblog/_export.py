@@ -20,7 +20,7 @@ import polars as pl
 
 from ._catalog import list_runs
 from ._reader import RunReader
-from ._tail import tag_matcher
+from ._select import tag_matcher
 
 #: Kinds of frames ``nb export`` writes → the reader's tag kind.
 EXPORT_KINDS = {"scalars": "scalar", "timers": "timer", "system": "system", "text": "text"}

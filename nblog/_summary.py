@@ -18,15 +18,17 @@ from . import _format as F
 from ._catalog import run_summary
 from ._media_read import pack_path
 from ._reader import RunReader
-from ._tail import json_number, tag_matcher
+from ._select import tag_matcher
+from ._tail import json_number
 
 #: ``nb timers`` flags a timer when its slowest rank's mean is this many times the
 #: median of the ranks' means.
 STRAGGLER_SPREAD = 1.2
 
 
-def _point_tags(reader: RunReader, rank: int, kind: int) -> list[dict]:
-    """Per tag of ``kind`` on ``rank`` (visible points only): points, last_step,
+def _point_tags(reader: RunReader, rank: int, kind: int, match=None) -> list[dict]:
+    """Per tag of ``kind`` on ``rank`` for which ``match(tag)`` is true (every tag when
+    ``match`` is None; visible points only): points, last_step,
     last_value (the last record at the largest step, in file order), bad (step, value)
     of the first non-finite value. Computed with numpy on the payload views, without
     building the rank's frame (an 80M-point run is summarised in seconds)."""
@@ -42,7 +44,7 @@ def _point_tags(reader: RunReader, rank: int, kind: int) -> list[dict]:
     out: dict[str, dict] = {}
     for s, lf in files:
         chunks = lf.point_chunks()
-        local = [(tid, name) for tid, (k, name) in lf.tags.items() if k == kind]
+        local = [(tid, name) for tid, (k, name) in lf.tags.items() if k == kind and (match is None or match(name))]
         if not chunks or not local:
             continue
         remap = np.full(max(lf.tags) + 1, -1, np.int64)
@@ -88,8 +90,11 @@ def _point_tags(reader: RunReader, rank: int, kind: int) -> list[dict]:
     return list(out.values())
 
 
-def tag_table(reader: RunReader, ranks: Iterable[int] | None = None) -> list[dict]:
-    """One dict per (kind, tag) over ``ranks`` (default: every rank with a file).
+def tag_table(
+    reader: RunReader, ranks: Iterable[int] | None = None, tags: str | Iterable[str] | None = None
+) -> list[dict]:
+    """One dict per (kind, tag) over ``ranks`` (default: every rank with a file), for
+    the tags matching one of the shell-style globs ``tags`` (None: every tag).
 
     Keys: kind, tag, ranks (how many ranks logged it), points (visible points, all
     ranks), last_step, last_value (of the lowest rank that logged the tag: rank 0 for
@@ -100,6 +105,7 @@ def tag_table(reader: RunReader, ranks: Iterable[int] | None = None) -> list[dic
     Values that are not finite appear as the strings "nan", "inf", "-inf".
     """
     ranks = reader.ranks() if ranks is None else list(ranks)
+    match = None if tags is None else tag_matcher(tags)
     out: dict[tuple[str, str], dict] = {}
 
     def entry(kind: str, tag: str) -> dict:
@@ -111,7 +117,7 @@ def tag_table(reader: RunReader, ranks: Iterable[int] | None = None) -> list[dic
 
     for r in ranks:
         for kind, code in (("scalar", F.KIND_SCALAR), ("timer", F.KIND_TIMER)):
-            for row in _point_tags(reader, r, code):
+            for row in _point_tags(reader, r, code, match):
                 e = entry(kind, row["tag"])
                 e["ranks"] += 1
                 e["points"] += row["points"]
@@ -123,6 +129,8 @@ def tag_table(reader: RunReader, ranks: Iterable[int] | None = None) -> list[dic
                     if cur is None or bad[0] < cur["step"]:
                         e["first_nonfinite"] = {"step": bad[0], "rank": r, "value": json_number(bad[1])}
         text = reader.text(rank=r)
+        if match is not None and len(text):
+            text = _only(text, match)
         if len(text):
             for tag, g in text.with_row_index("_i").sort("step", "_i").group_by("tag", maintain_order=True):
                 e = entry("text", tag[0])
@@ -133,6 +141,8 @@ def tag_table(reader: RunReader, ranks: Iterable[int] | None = None) -> list[dic
                     e["last_text"] = g["text"][-1]
                 e["last_value"] = None  # text has last_text instead
         media = reader.media(rank=r)  # visible records: a resume hides what it replaces
+        if match is not None and len(media):
+            media = _only(media, match)
         for (tag,), g in media.group_by("tag", maintain_order=True) if len(media) else ():
             e = entry("media", tag)
             e["ranks"] += 1
@@ -144,14 +154,46 @@ def tag_table(reader: RunReader, ranks: Iterable[int] | None = None) -> list[dic
     return sorted(out.values(), key=lambda e: (order[e["kind"]], e["tag"]))
 
 
-def overview(reader: RunReader) -> dict:
-    """Everything ``nb show`` prints, as one JSON-able dict.
+def config_changes(before: object, after: object) -> list[dict]:
+    """How the config ``after`` differs from ``before`` (both JSON objects, nested dicts
+    compared key by key): one ``{"key", "change", "before", "after"}`` per leaf that
+    differs, ``change`` being "changed", "added" (``before`` None) or "removed"
+    (``after`` None), keys dotted (``model.layers``), in key order. Empty when
+    ``after`` is not a dict (the session kept the run's config)."""
+    if not isinstance(after, dict):
+        return []
+    out: list[dict] = []
+
+    def walk(a: dict, b: dict, prefix: str) -> None:
+        for k in sorted(set(a) | set(b), key=str):
+            x, y = a.get(k), b.get(k)
+            if isinstance(x, dict) and isinstance(y, dict):
+                walk(x, y, f"{prefix}{k}.")
+            elif k not in a or k not in b or x != y or type(x) is not type(y):
+                change = "added" if k not in a else "removed" if k not in b else "changed"
+                out.append({"key": f"{prefix}{k}", "change": change, "before": x, "after": y})
+
+    walk(before if isinstance(before, dict) else {}, after, "")
+    return out
+
+
+def _only(frame, match):
+    """The rows of the Polars frame ``frame`` whose ``tag`` ``match`` accepts."""
+    keep = [t for t in frame["tag"].unique().to_list() if match(t)]
+    return frame.filter(frame["tag"].is_in(keep))
+
+
+def overview(reader: RunReader, tags: str | Iterable[str] | None = None) -> dict:
+    """Everything ``nb show`` prints, as one JSON-able dict; ``tags`` (shell-style
+    globs, None: all) selects the entries of ``tags``, nothing else.
 
     Keys: run (the ``nb ls`` row of :func:`nblog._catalog.run_summary`; its last_step
     from the event logs when ``run.json`` has none, as after an early kill), meta (the other
     ``run.json`` fields: launcher, job_id, job_id_source, run_id_source, hosts,
-    nblog_version, format_version), config, sessions (from ``run.json``, each with
-    hidden_points: points hidden by later sessions, all ranks), files (one per event
+    nblog_version, format_version), config (the first session's), sessions (from
+    ``run.json``, each with hidden_points: points hidden by later sessions, all ranks;
+    config: the session's own config when it was started with another one, else None;
+    config_changes: :func:`config_changes` against the run's config), files (one per event
     log: rank, session, file, size_bytes, host, pid, wall_start, first_step,
     last_step, points, hidden_points, closed, end_status, dropped, skipped_bytes,
     pending_bytes, unknown_frames), media (:func:`media_pack` per rank that logged
@@ -213,6 +255,9 @@ def overview(reader: RunReader) -> dict:
                 "last_step": s.get("last_step"),
                 "hidden_points": hidden_by_session.get(n, 0),
                 "restart_counts": s.get("restart_counts") or {},
+                # the run keeps its first config; a session started with another one has it here
+                "config": s.get("config") if isinstance(s.get("config"), dict) else None,
+                "config_changes": config_changes(reader.config, s.get("config")),
             }
         )
     media = []
@@ -239,7 +284,7 @@ def overview(reader: RunReader) -> dict:
         "files": files,
         "media": media,
         "machines": machines,
-        "tags": tag_table(reader, ranks),
+        "tags": tag_table(reader, ranks, tags),
         "dropped": dict(sorted(dropped.items())),
         "problems": {k: problems.get(k, 0) for k in ("skipped_bytes", "pending_bytes", "unknown_frames",
                                                      "media_missing")},

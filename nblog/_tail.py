@@ -16,7 +16,6 @@ Imports numpy (``import nblog`` does not import this module).
 
 from __future__ import annotations
 
-import fnmatch
 import math
 import os
 import time
@@ -32,6 +31,7 @@ from ._catalog import resolve_run
 from ._errors import FormatVersionError, RunNotFoundError
 from ._logfile import Delta, LogFile, _unwrap
 from ._runfile import open_regular, parse_event_file_name
+from ._select import tag_matcher
 
 _WINDOW = 4 << 20  # bytes of a file read (and held) per LogFile poll
 
@@ -82,23 +82,6 @@ def json_number(value: float | None) -> float | str | None:
     if math.isnan(value):
         return "nan"
     return "inf" if value > 0 else "-inf"
-
-
-def tag_matcher(patterns: str | Iterable[str] | None) -> Callable[[str], bool]:
-    """A predicate that is true for tags matching any shell-style glob in ``patterns``
-    (``*``, ``?``, ``[...]``; case-sensitive; ``None`` matches every tag)."""
-    if patterns is None:
-        return lambda _tag: True
-    pats = [patterns] if isinstance(patterns, str) else list(patterns)
-    cache: dict[str, bool] = {}
-
-    def match(tag: str) -> bool:
-        hit = cache.get(tag)
-        if hit is None:
-            hit = cache[tag] = any(fnmatch.fnmatchcase(tag, p) for p in pats)
-        return hit
-
-    return match
 
 
 class _WindowedLog(LogFile):

@@ -7,18 +7,20 @@ import os
 
 import typer
 
-from .._options import Json, Root, RunArg
+from .._options import Json, Root, RunArg, Tags
 from .._output import (
     Column,
     Output,
     data,
     emit_json,
     fmt_bytes,
+    fmt_config_value,
     fmt_duration,
     fmt_time,
     fmt_value,
     warn,
 )
+from .._output import info as note
 
 _STATUS_STYLE = {"running": "green", "failed": "red bold", "stale": "yellow"}
 
@@ -38,15 +40,16 @@ def _last(tag: dict):
     return fmt_value(tag.get("last_value"))
 
 
-def show(run: RunArg, root: Root = None, as_json: Json = False) -> None:
-    """Show one run: metadata, config, sessions (with hidden points), the event log of
-    each writing rank, machines, tags with their last value and first non-finite value,
-    and dropped-point counters."""
+def show(run: RunArg, tags: Tags = None, root: Root = None, as_json: Json = False) -> None:
+    """Show one run: metadata, config (and which keys a later session changed),
+    sessions (with hidden points), the event log of each writing rank, machines, tags
+    with their last value and first non-finite value, and dropped-point counters.
+    --tag selects the tags listed (the other sections stay whole)."""
     from nblog._reader import RunReader
     from nblog._summary import overview
 
     reader = RunReader(run, root)
-    info = overview(reader)
+    info = overview(reader, tags or None)
     if not reader.meta:
         warn(f"{os.path.join(reader.dir, 'run.json')} is missing or not a JSON object: the status is unknown")
     if as_json:
@@ -78,7 +81,11 @@ def show(run: RunArg, root: Root = None, as_json: Json = False) -> None:
         title="Run",
     )
     out.gap()
-    out.block(json.dumps(info["config"], indent=2, ensure_ascii=False, default=str), title="Config")
+    changed = [s for s in info["sessions"] if s["config_changes"]]
+    out.block(json.dumps(info["config"], indent=2, ensure_ascii=False, default=str),
+              title="Config" + (f" (of session {info['sessions'][0]['session']})" if changed else ""))
+    for s in changed:
+        out.line(data(_config_note(s), "yellow"))
     out.gap()
     out.table(
         [Column("SESSION", True), Column("STARTED"), Column("ENDED"), Column("HOST"), Column("PID", True),
@@ -128,6 +135,8 @@ def show(run: RunArg, root: Root = None, as_json: Json = False) -> None:
         ),
         title="Machines (sampled by local rank 0)",
     )
+    if tags and not info["tags"]:
+        note(f"no tag of run {r['id']} matches --tag {' '.join(tags)}")
     out.gap()
     out.table(
         [Column("KIND"), Column("TAG"), Column("RANKS", True), Column("POINTS", True),
@@ -152,6 +161,24 @@ def show(run: RunArg, root: Root = None, as_json: Json = False) -> None:
         warn(f"{p['unknown_frames']} records of a newer format version were skipped")
     if p["media_missing"]:
         warn(f"{p['media_missing']} media records point past the end of their pack (deleted or truncated)")
+
+
+_MAX_CHANGES = 8  # changed keys spelt out per session; the rest counted
+
+
+def _config_note(session: dict) -> str:
+    """One line: which keys of the config the session changed, before -> after."""
+    changes = session["config_changes"]
+    parts = []
+    for c in changes[:_MAX_CHANGES]:
+        before, after = fmt_config_value(c["before"]), fmt_config_value(c["after"])
+        parts.append(f"{c['key']} " + (f"added: {after}" if c["change"] == "added" else
+                                       f"removed (was {before})" if c["change"] == "removed" else
+                                       f"{before} -> {after}"))
+    if len(changes) > _MAX_CHANGES:
+        parts.append(f"and {len(changes) - _MAX_CHANGES} more")
+    return (f"session {session['session']} changed the config ({len(changes)} keys): " + "; ".join(parts)
+            + " (all of it: nb show --json, sessions[].config)")
 
 
 def _state(f: dict) -> str:

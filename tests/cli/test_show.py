@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from cli_helpers import TEXT
+from cli_helpers import TEXT, run_ranks
 
 
 def show_json(cli, runs, run="ddp-00000001"):
@@ -185,3 +185,48 @@ def test_a_broken_run_json_is_said_not_silent(cli, runs, tmp_path):
     result = cli("show", str(run_dir), "--json")
     assert result.exit_code == 0 and json.loads(result.stdout)["run"]["status"] == "unknown"
     assert "run.json is missing or not a JSON object" in result.stderr
+
+
+def test_tag_globs_select_the_tags_listed(cli, runs):
+    every = show_json(cli, runs)
+    result = cli("show", "ddp-00000001", "--root", str(runs), "--json", "--tag", "train/*")
+    assert result.exit_code == 0 and result.stderr == ""
+    info = json.loads(result.stdout)
+    assert [(t["kind"], t["tag"]) for t in info["tags"]] == [("scalar", "train/grad"), ("scalar", "train/loss")]
+    assert info["tags"] == [t for t in every["tags"] if t["tag"].startswith("train/")]  # same entries, fewer
+    assert {k: v for k, v in info.items() if k != "tags"} == {k: v for k, v in every.items() if k != "tags"}
+    result = cli("show", "ddp-00000001", "--root", str(runs), "--json", "-t", "samples", "--tag", "st?p")
+    assert [(t["kind"], t["tag"]) for t in json.loads(result.stdout)["tags"]] == [("timer", "step"),
+                                                                                 ("text", "samples")]
+    result = cli("show", "ddp-00000001", "--root", str(runs), "--tag", "train/l*")
+    assert result.exit_code == 0
+    table = result.stdout.split("# Tags")[1].split("# Dropped")[0].splitlines()
+    assert [row.split("\t")[1] for row in table[2:] if row] == ["train/loss"]
+    result = cli("show", "ddp-00000001", "--root", str(runs), "--tag", "nope*")
+    assert result.exit_code == 0 and "no tag of run ddp-00000001 matches --tag nope*" in result.stderr
+
+
+def test_a_session_that_changed_the_config_is_said(cli, tmp_path):
+    root = tmp_path / "runs"
+    first = {"lr": 0.1, "model": {"layers": [64, 64], "act": "relu"}, "seed": 1}
+    later = {"lr": 0.05, "model": {"layers": [64, 64, 64], "act": "relu"}, "batch": 32}
+    run_ranks(root, {"stop": 3, "config": first}, 1, "cfg-00000001")
+    run_ranks(root, {"start": 3, "stop": 6, "config": first, "resume": "auto"}, 1, "cfg-00000001")  # the same
+    run_ranks(root, {"start": 6, "stop": 9, "config": later, "resume": "auto"}, 1, "cfg-00000001")
+    info = show_json(cli, root, "cfg-00000001")
+    assert info["config"] == first
+    s0, s1, s2 = info["sessions"]
+    assert (s0["config"], s0["config_changes"], s1["config"], s1["config_changes"]) == (None, [], None, [])
+    assert s2["config"] == later
+    assert s2["config_changes"] == [
+        {"key": "batch", "change": "added", "before": None, "after": 32},
+        {"key": "lr", "change": "changed", "before": 0.1, "after": 0.05},
+        {"key": "model.layers", "change": "changed", "before": [64, 64], "after": [64, 64, 64]},
+        {"key": "seed", "change": "removed", "before": 1, "after": None},
+    ]
+    result = cli("show", "cfg-00000001", "--root", str(root))
+    assert result.exit_code == 0
+    assert "# Config (of session 0)" in result.stdout
+    assert ("session 2 changed the config (4 keys): batch added: 32; lr 0.1 -> 0.05; "
+            "model.layers [64,64] -> [64,64,64]; seed removed (was 1)") in result.stdout
+    assert "session 1 changed" not in result.stdout
