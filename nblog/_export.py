@@ -9,8 +9,10 @@ Imports polars.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import re
 import secrets
 from collections.abc import Callable, Iterable
 from typing import IO
@@ -91,7 +93,9 @@ def write_frame(
     Raises:
         ValueError: an unknown format.
         OSError: the file cannot be written (``IsADirectoryError``: ``dest`` is a folder;
-            ``FileNotFoundError``: its folder does not exist).
+            ``FileNotFoundError``: its folder does not exist; a failure while writing,
+            such as a full disk, also from Polars); the message names ``dest``, never
+            the temp file, which is removed.
     """
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
@@ -107,14 +111,34 @@ def write_frame(
             with open(tmp, "xb") as f:
                 _write(df, f, fmt, metadata)
             os.replace(tmp, path)
-        except BaseException:
+        except BaseException as err:
             try:
                 os.unlink(tmp)
             except OSError:
                 pass
+            if isinstance(err, (OSError, pl.exceptions.PolarsError)):
+                raise _write_error(path, err) from None
             raise
     else:
         _write(df, dest, fmt, metadata)
+
+
+def _write_error(path: str, err: Exception) -> OSError:
+    """``err`` (an OSError, or a Polars error wrapping one) as an OSError of the same
+    kind whose message names ``path`` instead of the temp file: ``cannot write PATH:
+    REASON``."""
+    code, reason = (err.errno, err.strerror) if isinstance(err, OSError) else (None, None)
+    if reason is None:  # from Polars: "...: underlying IO error: File too large (os error 27)"
+        found = re.search(r"os error (\d+)", str(err))
+        code = int(found.group(1)) if found else code
+        reason = os.strerror(code) if code is not None else str(err)
+    cls = type(err) if isinstance(err, OSError) else _ERRNO_CLASSES.get(code, OSError)
+    out = cls(f"cannot write {path}: {reason}")
+    out.errno = code
+    return out
+
+
+_ERRNO_CLASSES = {errno.EACCES: PermissionError, errno.EPERM: PermissionError, errno.ENOENT: FileNotFoundError}
 
 
 def _write(df: pl.DataFrame, f: IO[bytes], fmt: str, metadata: dict[str, str] | None = None) -> None:

@@ -5,9 +5,15 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
+import resource
+import signal
+import subprocess
+import sys
 
 import polars as pl
 import pytest
+from cli_helpers import clean_env
 
 
 def export(cli, runs, *args, run="ddp-00000001"):
@@ -175,3 +181,32 @@ def test_a_dataset_holds_one_kind(cli, runs, tmp_path):
     assert result.exit_code == 1
     assert "holds a dataset of scalars" in result.stderr and part.read_bytes() == before
     assert cli("export", "--root", str(runs), "-o", str(out), "--project", "vision").exit_code == 0
+
+
+def _limited(max_bytes: int):
+    """A preexec_fn: files of the child may not grow past ``max_bytes`` (a write past it
+    fails with EFBIG, as on a full disk, instead of killing it with SIGXFSZ)."""
+    def limit() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (max_bytes, max_bytes))
+    return limit
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".csv", ".ndjson"])
+def test_a_failed_write_names_the_target_not_a_temp_file(runs, tmp_path, suffix):
+    out = tmp_path / "out" / f"s{suffix}"
+    out.parent.mkdir()
+    p = subprocess.run([sys.executable, "-c", "from nbcli.app import main; main()", "export", "ddp-00000001",
+                        "--root", str(runs), "-o", str(out)], env=clean_env(PYTHONDONTWRITEBYTECODE="1"),
+                       capture_output=True, text=True, timeout=120, preexec_fn=_limited(16))
+    assert p.returncode == 1
+    assert f"error: cannot write {out}: File too large" in p.stderr
+    assert ".tmp" not in p.stderr and "internal error" not in p.stderr and "Traceback" not in p.stderr
+    assert list(out.parent.iterdir()) == []  # neither the target nor the temp file is left
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux /proc (a folder where no file can be made)")
+def test_a_folder_where_no_file_can_be_made_is_named_not_a_temp_file(cli, runs):
+    result = cli("export", "ddp-00000001", "--root", str(runs), "-o", "/proc/nb-export-test.parquet")
+    assert result.exit_code == 1
+    assert "error: cannot write /proc/nb-export-test.parquet:" in result.stderr and ".tmp" not in result.stderr
