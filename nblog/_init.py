@@ -182,10 +182,15 @@ def init(
     if not _wait_for(run_dir, settings.wait_s, launch_identity(env)):
         log.warning(
             "nblog: rank %d waited %.0f s for rank 0 of this launch to open %s; logging "
-            "nothing on this rank (set NB_WAIT_S to wait longer)",
+            "nothing on this rank. If rank 0 did open it, this machine's view of the "
+            "shared folder lags behind: a network file system's cache of directory "
+            "listings or of names not found (NFS acdirmax/lookupcache, sshfs dir_cache/"
+            "dcache_timeout, FUSE negative_timeout) can hide it for that cache's timeout. "
+            "Set NB_WAIT_S to wait longer (e.g. NB_WAIT_S=%.0f).",
             ranks.rank,
             settings.wait_s,
             run_dir,
+            max(300.0, 2 * settings.wait_s),
         )
         return _inert(project, run_name, rid, None, ranks, config_json, settings)
     return _make_run(
@@ -236,8 +241,9 @@ def _wait_for(run_dir: str, wait_s: float, launch: dict[str, str]) -> bool:
     deadline = time.monotonic() + wait_s
     delay = 0.02
     path = os.path.join(run_dir, RUN_JSON)
+    known: set[str] = set()
     while True:
-        if os.path.exists(path):
+        if _listed(path, known):
             if not launch:
                 return True
             meta = read_run_json(run_dir) or {}
@@ -247,6 +253,48 @@ def _wait_for(run_dir: str, wait_s: float, launch: dict[str, str]) -> bool:
             return False
         time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
         delay = min(delay * 1.5, 0.5)
+
+
+def _listed(path: str, known: set[str]) -> bool:
+    """Whether ``path`` (``<root>/<project>/<run id>/run.json``) exists, judged from
+    listings of its folders, each listed only once its own parent listed it: a name
+    that is not there yet is never looked up, since a network file system's cache of
+    names not found (FUSE ``negative_timeout``, NFS ``lookupcache``) would then answer
+    "absent" for its whole timeout. ``known``: folders already seen, kept by the caller.
+    A folder listed that a lookup still says is absent (another process of this machine
+    looked it up early) is looked up again by ``mkdir``, which the kernel never answers
+    from that cache; it exists, so nothing is created."""
+    run_dir = os.path.dirname(path)
+    project_dir = os.path.dirname(run_dir)
+    chain = [os.path.dirname(project_dir), project_dir, run_dir, path]
+    for parent, child in zip(chain, chain[1:], strict=False):
+        if child in known:
+            continue
+        try:
+            names = os.listdir(parent or ".")
+        except OSError:
+            return False
+        if os.path.basename(child) not in names:
+            return False
+        if child != path:
+            if not os.path.isdir(child):
+                _look_up_again(child)
+            known.add(child)
+    return True
+
+
+def _look_up_again(folder: str) -> None:
+    """Refresh a cached "not found" for ``folder``, which a listing showed: ``mkdir``
+    looks the name up afresh and fails with ``EEXIST``. Should the folder be gone after
+    all, the one this made is removed at once."""
+    try:
+        os.mkdir(folder)
+    except OSError:
+        return
+    try:
+        os.rmdir(folder)
+    except OSError:
+        pass
 
 
 def _open_rank0(project, name, rid, how, job_id, job_source, project_dir, ranks, config,

@@ -79,3 +79,13 @@ def test_a_resume_that_cannot_read_run_json_keeps_the_run_history(tmp_path, capl
     assert [s["session"] for s in meta["sessions"]] == [0, 1, 2]
     assert meta["created"] == created and meta["config"] == {"lr": 0.1} and meta["hosts"] == ["hostA"]
     assert "unreadable" in caplog.text
+
+
+def test_a_rank_that_gives_up_waiting_names_the_caches_and_nb_wait_s(tmp_path, caplog):
+    import nblog as nb
+
+    env = {"RANK": "1", "LOCAL_RANK": "1", "WORLD_SIZE": "2", "NB_RUN_ID": "late-00000001",
+           "NB_WAIT_S": "0.1", "NB_DIR": str(tmp_path)}
+    run = nb.init("p", system=False, _environ=env)
+    assert run.dir is None
+    assert "negative_timeout" in caplog.text and "dir_cache" in caplog.text and "NB_WAIT_S=300" in caplog.text

@@ -163,3 +163,30 @@ def test_every_point_written_on_a_arrives_on_b_once_caches_expire(mounts):
             break
         time.sleep(0.5)
     assert got == list(range(2000))
+
+
+RANK1 = textwrap.dedent("""
+    import logging, sys
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    import nblog as nb
+    run = nb.init("p", system=False)
+    print("joined" if run.dir else "gave up", flush=True)
+    run.finish()
+""")
+
+
+def test_a_rank_on_b_joins_through_a_negative_lookup_cache(mounts):
+    """Another process of machine B looked the run up before rank 0 (on A) made it: B's
+    kernel then answers "absent" for negative_timeout (60 s here), and rank 1 gave up
+    after NB_WAIT_S although rank 0 had opened the run long before."""
+    a, b = mounts("negative", "negative")
+    start(a, "A", rid="before-00000001").finish()  # the project folder exists
+    assert not (b / "runs" / "p" / RID / "run.json").exists()  # cached as absent on B now
+    rank0 = start(a, "A")
+    env = {**os.environ, "NB_DIR": str(b / "runs"), "NB_RUN_ID": RID, "NB_WAIT_S": "15",
+           "RANK": "1", "LOCAL_RANK": "0", "WORLD_SIZE": "2", "NB_HOSTNAME": "B"}
+    for k in ("TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "SLURM_PROCID"):
+        env.pop(k, None)
+    res = subprocess.run([sys.executable, "-c", RANK1], env=env, capture_output=True, text=True, timeout=60)
+    rank0.finish()
+    assert res.stdout.split() == ["joined"], res.stderr[-1500:]
