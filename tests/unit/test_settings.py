@@ -24,6 +24,18 @@ def test_defaults():
     assert (s.wait_s, s.flush_interval, s.heartbeat_s, s.system_interval) == (120.0, 1.0, 60.0, 30.0)
     assert s.system == SYSTEM_GROUPS
     assert s.timing_all_ranks is False
+    assert s.progress_s == 5.0
+
+
+def test_progress_interval_from_the_environment():
+    assert settings({"NB_PROGRESS_S": "0.5"}).progress_s == 0.5
+    assert settings({"NB_PROGRESS_S": " "}).progress_s == 5.0
+
+
+def test_an_empty_run_id_is_kept_for_init_to_refuse_but_an_empty_variable_is_unset():
+    assert settings(run_id="").run_id == ""
+    assert settings({"NB_RUN_ID": ""}).run_id is None
+    assert settings({"NB_RUN_ID": "  "}, run_id=None).run_id is None
 
 
 def test_environment_overrides_defaults():
