@@ -1,0 +1,101 @@
+"""What the framework doors share: nb's own init arguments, config merging, a run-id file."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from .. import _log as log
+from .._names import check_name
+from .._run import Run
+from .._runfile import RunFile, to_json_config, write_json_atomic
+
+RUN_ID_FILE = "nb_run_id"  # beside a framework's checkpoint: the id of the run that wrote it
+
+
+def init_kwargs(
+    project: str,
+    run_name: str | None,
+    run_id: str | None,
+    resume: str | None,
+    root: str | os.PathLike | None,
+    timing_all_ranks: bool,
+    system: bool | list[str] | tuple[str, ...],
+) -> dict:
+    """The keyword arguments every door passes on to :func:`nblog.init` (config apart)."""
+    return {
+        "project": project,
+        "run_name": run_name,
+        "run_id": run_id,
+        "resume": resume,
+        "root": root,
+        "timing_all_ranks": timing_all_ranks,
+        "system": system,
+    }
+
+
+def as_config(config: object) -> dict:
+    """``config`` (mapping, Namespace, dataclass, ``to_dict()`` object, None) as a JSON dict."""
+    return to_json_config(config)
+
+
+def merge_config(run: Run, values: Mapping) -> None:
+    """Add ``values`` to the config of a run that is already open (rank 0 only).
+
+    The frameworks hand hyper-parameters over after the run started (Lightning's
+    ``log_hyperparams``, Accelerate's ``store_init_configuration``, ``add_hparams``).
+    ``run.json`` is rewritten through the run's own :class:`RunFile`, so the writer
+    thread's later updates keep the new keys. Never raises: a failure warns once.
+    """
+    if not run.is_logging or run.dir is None:
+        return
+    try:
+        extra = to_json_config(values)
+        run.config.update(extra)
+        runfile = _runfile_of(run)
+        if runfile is None:
+            return
+        with runfile._lock:
+            config = runfile.data.get("config")
+            if not isinstance(config, dict):
+                config = runfile.data["config"] = {}
+            config.update(extra)
+            write_json_atomic(runfile.path, runfile.data)
+    except Exception as err:  # never an error into training
+        log.warning("nblog: could not add the hyper-parameters to the run's config: %s", err)
+
+
+def _runfile_of(run: Run) -> RunFile | None:
+    """The RunFile that ``init`` tied to rank 0's run (held by its finalize hook)."""
+    for cell in getattr(run._finalize, "__closure__", None) or ():
+        if isinstance(cell.cell_contents, RunFile):
+            return cell.cell_contents
+    return None
+
+
+def write_run_id(folder: str, run: Run | None) -> None:
+    """Write ``run.id`` into ``folder/nb_run_id`` (logging rank only); never raises."""
+    if run is None or not run.is_logging or not run.id:
+        return
+    try:
+        os.makedirs(folder, exist_ok=True)
+        path = os.path.join(folder, RUN_ID_FILE)
+        tmp = f"{path}.tmp{os.getpid()}"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(run.id + "\n")
+        os.replace(tmp, path)
+    except OSError as err:
+        log.warning("nblog: could not write the run id beside the checkpoint in %s: %s", folder, err)
+
+
+def read_run_id(folder: str | os.PathLike | None) -> str | None:
+    """The run id saved in ``folder/nb_run_id`` by :func:`write_run_id`, or None."""
+    if not folder:
+        return None
+    try:
+        with open(os.path.join(os.fspath(folder), RUN_ID_FILE), encoding="utf-8") as f:
+            rid = f.read(512).strip()
+        check_name(rid, "run_id")
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    return rid
