@@ -42,6 +42,12 @@ rm -f "$stamp"
 # (from any package) would make pip fetch a CUDA build of several GB.
 echo "install: $torch_spec" >&2
 pip_install "$torch_spec"
+# The distribution was called "nb" (a name PyPI gives to another project) before it was nblog:
+# an editable install of this tree under the old name goes, else both would own bin/nb.
+if "$py" -m pip show nb 2>/dev/null | grep -qxF "Editable project location: $repo"; then
+    echo "install: removing this tree's old 'nb' distribution (now 'nblog')" >&2
+    "$py" -m pip uninstall --quiet --yes nb >&2
+fi
 echo "install: the project (.[dev]) and scikit-learn" >&2
 pip_install "$torch_spec" -e "$repo[dev]" scikit-learn
 "$py" -c "import torch, sklearn, nblog; print('install: torch', torch.__version__, '| scikit-learn', sklearn.__version__, '| nblog', nblog.__version__)" >&2
