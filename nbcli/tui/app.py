@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding
@@ -19,7 +20,9 @@ class NbTui(App):
     ``root`` (only ``project``'s runs when given). ``poll_s``: seconds between reads of
     new data (0: read once, for tests). ``lives``: the runs already opened by
     :func:`nbcli.tui.preload.start`. ``image_mode``: how the media view draws
-    images: "auto", "kitty", "sixel" or "halfblock" (``nbcli.tui.widgets.picture``)."""
+    images: "auto", "kitty", "sixel" or "halfblock" (``nbcli.tui.widgets.picture``).
+    ``clock``: unix seconds now, for the ages the runs list shows (a fixed one in
+    tests; default :func:`time.time`)."""
 
     CSS_PATH = "nb.tcss"
     TITLE = "nb"
@@ -29,8 +32,10 @@ class NbTui(App):
     ]
 
     def __init__(self, *, root: str = "nb_runs", runs: list[str] | None = None, project: str | None = None,
-                 poll_s: float = 1.0, image_mode: str = "auto", lives: list | None = None):
+                 poll_s: float = 1.0, image_mode: str = "auto", lives: list | None = None,
+                 clock: Callable[[], float] | None = None):
         super().__init__()
+        self.clock = clock or time.time
         self.image_mode = image_mode
         self.root = root
         self.runs = list(runs or [])

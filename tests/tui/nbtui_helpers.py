@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import time
 
 
 async def settle(pilot, rounds: int = 3) -> None:
@@ -23,3 +24,11 @@ def aio(fn):
         return asyncio.run(fn(*args, **kwargs))
 
     return wrapper
+
+
+async def wait_for(pilot, cond, timeout: float = 10.0) -> None:
+    """Wait until ``cond()`` is true (a live poll delivered), failing after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await pilot.pause(0.05)

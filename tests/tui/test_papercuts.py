@@ -8,7 +8,7 @@ import json
 import os
 
 import numpy as np
-from nbtui_helpers import aio, settle
+from nbtui_helpers import aio, settle, wait_for
 from nbtui_synth import WALL0, EventFile, header
 from textual.widgets import DataTable, Static
 
@@ -174,3 +174,49 @@ def test_gpu_grid_row_of_a_machine_without_gpus():
     lines = str(grid_text([("gpu-node", [90.0, 85.0]), ("cpu-node", [])])).splitlines()
     assert "GPU utilization %" in lines[0]
     assert lines[2].startswith("cpu-node") and "no GPUs recorded" in lines[2]
+
+
+# -- 5. how old a running run's last step is ------------------------------------------------
+
+
+def running_run(root, last_step: int = 70, updated: float = WALL0 + 100.0) -> str:
+    """A run in progress: rank 0 recorded ``last_step`` in run.json at ``updated``."""
+    return write(root, "live", "train-0000beef", "train", meta={
+        "status": "running", "sessions": [{"session": 0, "start": WALL0, "last_step": last_step,
+                                           "updated": updated}]})
+
+
+class Clock:
+    def __init__(self, now: float):
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def last_step_cell(app) -> str:
+    table = app.screen.query_one(DataTable)
+    return str(table.get_cell_at((0, list(table.columns).index("last step"))))
+
+
+@aio
+async def test_runs_list_says_how_old_a_running_runs_last_step_is(tmp_path):
+    running_run(tmp_path)
+    write(tmp_path, "live", "done-00000001", "done")  # finished: no age
+    clock = Clock(WALL0 + 104.0)
+    app = NbTui(root=str(tmp_path), poll_s=0.05, clock=clock)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(pilot)
+        table = app.screen.query_one(DataTable)
+        cells = {str(table.get_row_at(i)[1]): str(table.get_row_at(i)[7]) for i in range(table.row_count)}
+        assert cells == {"train-0000beef": "70 4s ago", "done-00000001": "49"}
+        clock.now = WALL0 + 164.0  # nothing changed on disk: the next poll counts the age on
+        await wait_for(pilot, lambda: str(table.get_row_at(0)[7]) == "70 1m04s ago")
+
+
+def test_runs_list_snapshot_with_a_running_run(snap_compare, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    running_run("runs")
+    app = NbTui(root="runs", poll_s=0, clock=Clock(WALL0 + 104.0))
+    app.animation_level = "none"
+    assert snap_compare(app, terminal_size=(100, 30), run_before=settle)

@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 import pytest
-from nbtui_helpers import aio, settle
+from nbtui_helpers import aio, settle, wait_for
 from nbtui_synth import ODD_TAG, RUN_ID, WALL0, EventFile, header, many_tags
 from textual.widgets import DataTable, Footer, Input, RichLog, Static, TabbedContent
 from textual.widgets._footer import FooterKey
@@ -22,13 +22,6 @@ from nbcli.tui.screens.runs import RunsScreen
 from nbcli.tui.widgets.plot import BraillePlot
 from nbcli.tui.widgets.tagtree import TagTree
 from nblog import _format as F
-
-
-async def wait_for(pilot, cond, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "condition not met in time"
-        await pilot.pause(0.05)
 
 
 def header_text(app) -> str:

@@ -1,10 +1,14 @@
 """The runs of a root, as ``nb ls`` lists them, with live status.
 
 Type to filter (or ``/``), Enter opens the highlighted run — or, when some are
-selected with space, all selected runs overlaid in one run screen.
+selected with space, all selected runs overlaid in one run screen. A running run's
+last step says how old it is (``70 4s ago``: rank 0 records its progress in
+run.json every few seconds), counted on at every poll.
 """
 
 from __future__ import annotations
+
+import time
 
 from rich.text import Text
 from textual import on, work
@@ -14,12 +18,24 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
 from ..messages import RunsLoaded
-from ..text import fmt_duration, fmt_time, lit
+from ..text import fmt_duration, fmt_span, fmt_time, lit
 
 STATUS_STYLE = {"running": "bold green", "finished": "", "failed": "bold red", "stale": "yellow", "unknown": "dim"}
 COLUMNS = ("", "run", "project", "name", "status", "ranks", "sess", "last step", "started", "active")
 # fixed widths: the layout does not depend on when rows arrive (long names are cut)
-WIDTHS = (1, 18, 10, 12, 8, 5, 4, 9, 16, 7)
+WIDTHS = (1, 18, 8, 10, 8, 5, 4, 13, 16, 7)
+LIVE = ("running", "stale")  # statuses whose last step gets its age
+
+
+def progress_time(meta: dict | None) -> float | None:
+    """When the last step ``nb ls`` shows was recorded: the ``updated`` time (unix
+    seconds) of the last session of ``meta`` (a run.json) with a ``last_step``; None
+    when that session has no such time (written by an older nb)."""
+    for s in reversed((meta or {}).get("sessions") or []):
+        if isinstance(s, dict) and isinstance(s.get("last_step"), int):
+            t = s.get("updated")
+            return float(t) if isinstance(t, (int, float)) and not isinstance(t, bool) else None
+    return None
 
 
 class RunsScreen(Screen):
@@ -32,6 +48,9 @@ class RunsScreen(Screen):
     ]
 
     def __init__(self, root: str, project: str | None = None, poll_s: float = 1.0):
+        """``poll_s``: seconds between listings (0: list once). The clock of the ages
+        is the app's ``clock`` attribute (unix seconds) when it has one, else
+        :func:`time.time`."""
         super().__init__()
         self.root = root
         self.project = project
@@ -67,17 +86,31 @@ class RunsScreen(Screen):
     @work(thread=True, exclusive=True, group="runs")
     def _read(self) -> None:
         from nblog._catalog import list_runs
+        from nblog._runfile import read_run_json
 
         try:
             rows = list_runs(self.root, self.project)
+            for row in rows:  # running runs only (a few): one more small read each
+                if row["status"] in LIVE and row["last_step"] is not None:
+                    row["last_step_at"] = progress_time(read_run_json(row["path"]))
         finally:
             self._loading = False
         self.post_message(RunsLoaded(rows))
+
+    def _now(self) -> float:
+        return getattr(self.app, "clock", time.time)()
 
     def on_runs_loaded(self, message: RunsLoaded) -> None:
         if message.rows != self.rows:
             self.rows = message.rows
             self._render_rows()
+        else:  # the same rows: the ages of the running runs' last steps still grow
+            shown = set(self._shown)
+            now = self._now()
+            table = self.query_one(DataTable)
+            for r in self.rows:
+                if r.get("last_step_at") is not None and self._key(r) in shown:
+                    table.update_cell(self._key(r), "last step", self._last_step(r, now))
 
     def _key(self, row: dict) -> str:
         return row["path"]
@@ -113,9 +146,17 @@ class RunsScreen(Screen):
             empty.update(lit(f"{len(rows)} of {len(self.rows)} runs" + (f" · {n} selected (Enter overlays them)"
                                                                         if n else ""), "dim"))
 
+    def _last_step(self, r: dict, now: float) -> Text:
+        # left-aligned: on a narrow terminal the step is what stays in view
+        last = r.get("last_step")
+        out = Text("-" if last is None else str(last), no_wrap=True)
+        at = r.get("last_step_at")
+        if last is not None and at is not None:
+            out.append(f" {fmt_span(max(0.0, now - at))} ago", style="dim")
+        return out
+
     def _cells(self, r: dict) -> list:
         status = str(r.get("status") or "unknown")
-        last = r.get("last_step")
         return [
             Text("●", style="bold #5fafff") if self._key(r) in self.selected else Text(" "),
             lit(r.get("id"), "bold"),
@@ -124,7 +165,7 @@ class RunsScreen(Screen):
             lit(status, STATUS_STYLE.get(status, "")),
             Text(str(r.get("ranks") or 0), justify="right"),
             Text(str(r.get("sessions") or 0), justify="right"),
-            Text("-" if last is None else str(last), justify="right"),
+            self._last_step(r, self._now()),
             Text(fmt_time(r.get("started"))[:16]),
             Text(fmt_duration(r.get("duration_s")), justify="right"),
         ]
