@@ -11,9 +11,20 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import time
 from collections.abc import Sequence
 
-from ._output import Column, Output, data, emit_json, error, fmt_duration, fmt_time, info
+from ._output import (
+    Column,
+    Output,
+    data,
+    emit_json,
+    error,
+    fmt_duration,
+    fmt_last_step,
+    fmt_time,
+    info,
+)
 
 STATUSES = ("running", "finished", "failed", "stale")
 _STATUS_STYLE = {"running": "green", "finished": "", "failed": "red bold", "stale": "yellow", "unknown": "dim"}
@@ -71,6 +82,7 @@ def run_ls(
     out = Output()
     if not rows and out.rich:
         return 0
+    now = time.time()
     out.table(
         _COLUMNS,
         (
@@ -81,7 +93,7 @@ def run_ls(
                 data(r["status"], _STATUS_STYLE.get(r["status"], "")),
                 r["ranks"],
                 r["sessions"],
-                r["last_step"],
+                fmt_last_step(r["last_step"], r["last_step_updated"], r["status"] == "running", now),
                 fmt_time(r["started"]),
                 fmt_duration(r["duration_s"]),
             ]

@@ -143,6 +143,18 @@ def fmt_time(unix: float | None) -> str:
         return "-"
 
 
+def fmt_last_step(step: int | None, updated: float | None, live: bool, now: float) -> str:
+    """A run's last step, with how old the figure is while the run is ``live``
+    (running): ``70 (4s ago)``; ``-`` when unknown. ``updated`` and ``now`` are unix
+    seconds; a clock ahead of ``now`` (another machine's) counts as 0 s."""
+    if step is None:
+        return "-"
+    if not live or not isinstance(updated, (int, float)) or not math.isfinite(updated):
+        return str(step)
+    age = int(max(0.0, now - updated))
+    return f"{step} ({fmt_duration(age) if age else '0s'} ago)"
+
+
 def fmt_config_value(value: object, width: int = 40) -> str:
     """A config value as compact JSON, cut to about ``width`` characters with ``...``."""
     import json

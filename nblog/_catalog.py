@@ -96,9 +96,10 @@ def run_summary(run_dir: str, now: float | None = None, stale_after: float = STA
     """One row of ``nb ls`` for ``run_dir``, from run.json and file metadata only.
 
     Keys: id, project, name, status (running / finished / failed / stale), ranks
-    (ranks with event logs), world_size, sessions, last_step, started (unix seconds),
-    duration_s (active time: sessions added up, queue gaps left out), last_write
-    (unix seconds), size_bytes, path.
+    (ranks with event logs), world_size, sessions, last_step, last_step_updated (unix
+    seconds: when rank 0 recorded last_step in run.json, every few seconds while the
+    step moves; None when unknown), started (unix seconds), duration_s (active time:
+    sessions added up, queue gaps left out), last_write (unix seconds), size_bytes, path.
     """
     row = _summary(os.path.abspath(run_dir), time.time() if now is None else now, stale_after, False)
     assert row is not None
@@ -154,7 +155,7 @@ def _summary(run_dir: str, now: float, stale_after: float, only_runs: bool) -> d
     if status == "running" and last_write and now - last_write > stale_after:
         status = "stale"
     duration = 0.0
-    last_step = None
+    last_step = last_step_updated = None
     for i, s in enumerate(sessions):
         if not isinstance(s, dict):
             continue
@@ -171,6 +172,8 @@ def _summary(run_dir: str, now: float, stale_after: float, only_runs: bool) -> d
             duration += max(0.0, float(end) - float(start))
         if isinstance(s.get("last_step"), int):
             last_step = s["last_step"]
+            updated = s.get("updated")
+            last_step_updated = updated if isinstance(updated, (int, float)) and not isinstance(updated, bool) else None
     return {
         # the folder's names, which RUN arguments resolve to (a copied or linked run
         # folder keeps its run.json's id: listing that would name a run that does not open)
@@ -182,6 +185,7 @@ def _summary(run_dir: str, now: float, stale_after: float, only_runs: bool) -> d
         "world_size": meta.get("world_size"),
         "sessions": len(sessions),
         "last_step": last_step,
+        "last_step_updated": last_step_updated,
         "started": meta.get("created"),
         "duration_s": round(duration, 3),
         "last_write": last_write or None,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 import typer
 
@@ -16,6 +17,7 @@ from .._output import (
     fmt_bytes,
     fmt_config_value,
     fmt_duration,
+    fmt_last_step,
     fmt_time,
     fmt_value,
     warn,
@@ -68,7 +70,8 @@ def show(run: RunArg, tags: Tags = None, root: Root = None, as_json: Json = Fals
             ("started", fmt_time(r["started"])),
             ("last write", fmt_time(r["last_write"])),
             ("duration", fmt_duration(r["duration_s"]) + " active"),
-            ("last step", r["last_step"]),
+            ("last step", fmt_last_step(r["last_step"], r["last_step_updated"], r["status"] == "running",
+                                        time.time())),
             ("world size", r["world_size"]),
             ("writing ranks", r["ranks"]),
             ("size", fmt_bytes(r["size_bytes"])),

@@ -129,3 +129,44 @@ def test_many_projects_are_not_all_listed(cli, tmp_path):
     assert result.exit_code == 1
     assert "20 projects there" in result.stderr and "proj07" not in result.stderr
     assert "did you mean" in result.stderr
+
+
+def test_a_running_runs_last_step_says_how_old_it_is(cli, runs, tmp_path):
+    """A running run's last step comes from run.json (nb ls reads nothing else), with
+    its age: when rank 0 recorded it there; --json gives that time, unix seconds."""
+    import re
+    import time
+
+    from cli_helpers import start, torchrun_env
+
+    root = tmp_path / "runs"
+    writer = start({"stop": 100_000, "sleep": 0.01}, torchrun_env(0, 1, NB_DIR=str(root), NB_RUN_ID="live-00000001"))
+    try:
+        meta = root / "proj" / "live-00000001" / "run.json"
+        deadline = time.monotonic() + 60
+        entry: dict = {}
+        while not (isinstance(entry.get("last_step"), int) and entry.get("updated")):
+            assert time.monotonic() < deadline and writer.poll() is None, "no progress in run.json"
+            time.sleep(0.02)
+            try:
+                entry = json.loads(meta.read_text())["sessions"][-1]
+            except (OSError, ValueError):
+                entry = {}
+        row = rows(cli("ls", "--root", str(root), "--json"))[0]
+        assert row["status"] == "running" and isinstance(row["last_step"], int)
+        assert isinstance(row["last_step_updated"], float) and abs(row["last_step_updated"] - time.time()) < 60
+        result = cli("ls", "--root", str(root))
+        assert result.exit_code == 0
+        cell = result.stdout.splitlines()[1].split("\t")[6]
+        assert re.fullmatch(r"\d+ \((\d+(\.\d)?s|\dm\d\ds) ago\)", cell), cell
+        result = cli("show", "live-00000001", "--root", str(root))
+        assert re.search(r"^last step\t\d+ \(\d+(\.\d)?s ago\)$", result.stdout, re.M), result.stdout
+    finally:
+        writer.kill()
+        writer.communicate(timeout=60)
+    # a run that ended shows its last step alone
+    ddp = rows(cli("ls", "--root", str(runs), "--json"))
+    ddp = next(x for x in ddp if x["id"] == "ddp-00000001")
+    assert isinstance(ddp["last_step_updated"], float)
+    table = cli("ls", "vision", "--root", str(runs)).stdout.splitlines()
+    assert table[1].split("\t")[6] == "24"
