@@ -1,0 +1,113 @@
+"""``NbCallback``: nb in a Hugging Face ``Trainer``, ``Trainer(..., callbacks=[NbCallback("proj")])``.
+
+Every process of a ``torchrun`` launch constructs it; the run opens when training starts
+(``on_train_begin``) with the ``TrainingArguments`` and the model's config as config, and
+nb's rank rules apply: rank 0 writes the scalars, every rank may time itself through
+``callback.run``. ``on_log`` logs at ``state.global_step`` under the tags Transformers'
+own TensorBoard callback uses (``loss`` → ``train/loss``, ``eval_loss`` → ``eval/loss``,
+``test_*`` → ``test/*``). Each checkpoint folder gets a file ``nb_run_id``, so that
+``trainer.train(resume_from_checkpoint=...)`` continues that run in a new session, even
+in a new launch that shares no job id with the first.
+
+Set ``report_to="none"`` (or a list without ``"tensorboard"``) to log only through nb.
+Imports ``transformers`` when this module is imported; ``import nblog`` does not.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from transformers import TrainerCallback
+
+from .._init import init
+from .._run import Run
+from . import _common
+
+_CHECKPOINT_PREFIX = "checkpoint"  # Trainer's checkpoint folders: <output_dir>/checkpoint-<step>
+
+
+def rewrite_tag(key: str) -> str:
+    """Transformers' log key as a TensorBoard-style tag: ``eval_loss`` → ``eval/loss``,
+    ``test_acc`` → ``test/acc``, anything else ``k`` → ``train/k``."""
+    for prefix in ("eval", "test"):
+        if key.startswith(prefix + "_"):
+            return f"{prefix}/{key[len(prefix) + 1:]}"
+    return "train/" + key
+
+
+class NbCallback(TrainerCallback):
+    """A ``TrainerCallback`` writing the Trainer's logs into an nb run.
+
+    Args:
+        project, run_name, run_id, resume, config, root, timing_all_ranks, system: as
+            :func:`nblog.init`; ``config`` is merged over the TrainingArguments
+            (``args.to_dict()``) and the model config (under ``"model"``).
+        **init_kwargs: other :func:`nblog.init` arguments.
+
+    Attributes:
+        run: the :class:`nblog.Run` of the current ``train()`` (None before it starts).
+    """
+
+    def __init__(
+        self,
+        project: str = "huggingface",
+        *,
+        run_name: str | None = None,
+        run_id: str | None = None,
+        resume: str | None = None,
+        config: object = None,
+        root: str | os.PathLike | None = None,
+        timing_all_ranks: bool = False,
+        system: bool | list[str] | tuple[str, ...] = True,
+        **init_kwargs: Any,
+    ) -> None:
+        self._kw = _common.init_kwargs(project, run_name, run_id, resume, root, timing_all_ranks, system)
+        self._kw.update(init_kwargs)
+        self._config = _common.as_config(config)
+        self.run: Run | None = None
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs) -> None:
+        """Open the run (continuing the checkpoint's run when training resumes)."""
+        if self.run is not None and not self.run._finished:
+            return
+        config: dict[str, Any] = {}
+        try:
+            config.update(args.to_dict())
+        except Exception:  # arguments of an unexpected kind: keep going without them
+            pass
+        model_config = getattr(model, "config", None)
+        if model_config is not None and callable(getattr(model_config, "to_dict", None)):
+            config["model"] = model_config.to_dict()
+        config.update(self._config)
+        kw = dict(self._kw)
+        if kw["run_name"] is None and getattr(args, "run_name", None) and args.run_name != args.output_dir:
+            kw["run_name"] = str(args.run_name)
+        if state.global_step > 0:  # resumed from a checkpoint: the run that wrote it
+            folder = os.path.join(args.output_dir, f"{_CHECKPOINT_PREFIX}-{state.global_step}")
+            saved = _common.read_run_id(folder)
+            if saved is not None and kw["run_id"] is None:
+                kw["run_id"], kw["resume"] = saved, "auto"
+        self.run = init(config=config, **kw)
+
+    def on_log(self, args, state, control, logs=None, **kwargs) -> None:
+        """Log the numbers in ``logs`` at ``state.global_step`` (rank 0 writes)."""
+        if self.run is None or not logs:
+            return
+        values = {
+            rewrite_tag(k): v for k, v in logs.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool)
+        }
+        if values:
+            self.run.add_scalar(values, step=state.global_step)
+
+    def on_save(self, args, state, control, **kwargs) -> None:
+        """Write the run id into the checkpoint folder just saved."""
+        folder = os.path.join(args.output_dir, f"{_CHECKPOINT_PREFIX}-{state.global_step}")
+        if os.path.isdir(folder):
+            _common.write_run_id(folder, self.run)
+
+    def on_train_end(self, args, state, control, **kwargs) -> None:
+        """Finish the run's session."""
+        if self.run is not None:
+            self.run.finish()
