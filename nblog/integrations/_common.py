@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Mapping
 
 from .. import _log as log
 from .._names import check_name
 from .._run import Run
 from .._runfile import RunFile, to_json_config, write_json_atomic
+from .._runid import derive_run_id, shared_job_id
 
 RUN_ID_FILE = "nb_run_id"  # beside a framework's checkpoint: the id of the run that wrote it
 
@@ -32,6 +34,32 @@ def init_kwargs(
         "timing_all_ranks": timing_all_ranks,
         "system": system,
     }
+
+
+def agent_run_id(project: str, run_name: str | None, env: Mapping[str, str]) -> str | None:
+    """A run id every worker of one single-machine elastic launch derives alike, or None.
+
+    ``accelerate launch`` (and ``torchrun --master-port P`` without ``--rdzv-id``) use a
+    static rendezvous: ``TORCHELASTIC_RUN_ID`` is the literal ``none``, so nb finds no
+    shared job id and only rank 0 would log. On one machine all workers are children of
+    the same launcher process: its pid and start time (``/proc/<pid>/stat``) name the
+    launch. A torchrun restart (same launcher) gets the same id: a new session.
+    None when another id source exists (``NB_RUN_ID``, a job id) or the job spans
+    several machines (their launchers differ: use Slurm or ``--rdzv-id``).
+    """
+    if env.get("NB_RUN_ID") or shared_job_id(env)[0] is not None:
+        return None
+    if env.get("TORCHELASTIC_RUN_ID", "").strip() != "none":
+        return None
+    if not env.get("WORLD_SIZE") or env.get("LOCAL_WORLD_SIZE") != env.get("WORLD_SIZE"):
+        return None
+    ppid = os.getppid()
+    try:
+        with open(f"/proc/{ppid}/stat", encoding="ascii") as f:
+            started = f.read().rsplit(")", 1)[1].split()[19]  # field 22: start time in ticks
+    except (OSError, IndexError):
+        started = "?"
+    return derive_run_id(project, run_name, f"launcher-{socket.gethostname()}-{ppid}-{started}")
 
 
 def as_config(config: object) -> dict:
