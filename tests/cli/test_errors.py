@@ -68,7 +68,7 @@ def test_debug_shows_the_traceback(cli, runs):
 def test_internal_errors_are_reported_without_traceback(cli, runs, monkeypatch):
     import nblog._summary
 
-    def boom(reader):
+    def boom(reader, *args, **kwargs):
         raise ZeroDivisionError("bug")
 
     monkeypatch.setattr(nblog._summary, "overview", boom)
