@@ -74,3 +74,32 @@ def test_tail_of_a_large_log_holds_a_window_not_the_log(tmp_path):
         peak, steps = _tail_peak(root, "big-00000001", *args)
         assert steps == want
         assert peak - base < size / 4, f"nb tail {' '.join(args)} of a {size >> 20} MiB log: {peak >> 20} MiB"
+
+
+_WRITE_MIXED = """
+import sys, nblog as nb
+run = nb.init("mixed", run_id="mixed-00000001", root=sys.argv[1], system=False)
+for i in range(400_000):
+    run.add_scalar("loss", float(i), step=i)
+    if i == 200_000:
+        run.add_text("big", "x" * (5 << 20), step=i)  # one frame larger than a read window
+run.add_text("note", "done", step=400_000)
+run.finish()
+"""
+
+
+def test_windows_lose_nothing_and_keep_the_order(tmp_path):
+    """A log of several read windows, with a frame larger than a window: the last N
+    events are the tail of all events, every point is there once, in order."""
+    from nblog._tail import _WINDOW, Follower
+
+    root = tmp_path / "runs"
+    subprocess.run([sys.executable, "-c", _WRITE_MIXED, str(root)], env=clean_env(), check=True, timeout=120)
+    assert (root / "mixed" / "mixed-00000001" / "events.r0.s0.log").stat().st_size > 3 * _WINDOW
+    every = Follower("mixed-00000001", root).poll()
+    points = [e for e in every if e.kind == "scalar"]
+    assert [e.step for e in points] == list(range(400_000)) and [e.value for e in points[:3]] == [0.0, 1.0, 2.0]
+    texts = [(e.tag, e.step, len(e.text or "")) for e in every if e.kind == "text"]
+    assert texts == [("big", 200_000, 5 << 20), ("note", 400_000, 4)]
+    for n in (1, 2, 7, 250_000, 10**9):
+        assert Follower("mixed-00000001", root).poll(last=n) == every[-n:], n
