@@ -8,8 +8,9 @@ and, while the run folder does not exist yet, simply finds nothing.
 
 Memory is bounded by a window of the file, not by the file: each session file is read
 in windows of :data:`_WINDOW` bytes (a larger one only for a frame that does not fit),
-and ``poll(last=N)`` keeps the last N events of each window, so ``nb tail -n 5`` of a
-gigabyte log holds a few MiB, never the log.
+and ``poll(last=N)`` keeps at most N records of each kind from one window to the next,
+decoding only the last N into events, so ``nb tail -n 5`` of a gigabyte log holds a
+few MiB, never the log.
 
 Imports numpy (``import nblog`` does not import this module).
 """
