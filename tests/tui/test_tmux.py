@@ -1,5 +1,6 @@
 """The real thing: ``nb tui RUN`` in a tmux terminal (100×30) while another process
-trains and logs; the newest step appears within a few seconds; ``q`` quits."""
+trains and logs; the newest step appears within a few seconds; escape shows the runs
+list, where the run's last step moves and says how old it is; ``q`` quits."""
 
 from __future__ import annotations
 
@@ -40,6 +41,14 @@ def last_step_shown(session: str) -> int:
     return -1
 
 
+def runs_row_step(session: str) -> int | None:
+    """The last step the runs list shows for the running run, when it shows its age."""
+    for line in screen(session).splitlines():
+        if "live-0000cafe" in line and "running" in line and " ago" in line:
+            return int(line.split("running")[1].split()[2])
+    return None
+
+
 def test_nb_tui_follows_a_run_being_written(tmp_path):
     root = str(tmp_path / "runs")
     state = str(tmp_path / "state")
@@ -65,6 +74,11 @@ def test_nb_tui_follows_a_run_being_written(tmp_path):
                 flushed = int(f.read())
             took = wait_for(lambda n=flushed: last_step_shown(session) >= n, 10, f"step {flushed}", session)
             assert took < 5.0, f"step {flushed} took {took:.1f}s to appear"
+        # escape: the runs of the root; the running run's last step moves and says how old it is
+        tmux("send-keys", "-t", session, "Escape")
+        wait_for(lambda: runs_row_step(session) is not None, 30, "the runs list with the step's age", session)
+        first = runs_row_step(session)
+        wait_for(lambda: (runs_row_step(session) or -1) > first, 20, "the runs list's step moving", session)
         tmux("send-keys", "-t", session, "q")
         wait_for(lambda: "nb-exit=0" in screen(session), 15, "nb tui exiting with 0", session)
     finally:
