@@ -1,0 +1,225 @@
+"""``SummaryWriter``: nb in place of ``torch.utils.tensorboard.SummaryWriter``.
+
+``from nblog.tensorboard import SummaryWriter`` instead of
+``from torch.utils.tensorboard import SummaryWriter`` is the whole change: the same calls
+(``add_scalar``, ``add_scalars``, ``add_text``, ``add_image``/``add_images`` with
+``dataformats``, ``add_histogram``, ``add_figure``, ``add_audio``, ``add_hparams``,
+``flush``, ``close``, ``with``) write into an nb run under ``<root>/<project>/<run id>``
+(root: ``root=``, ``$NB_DIR`` or ``./nb_runs``; project ``"tensorboard"`` unless given).
+nb's rank rules apply: rank 0 writes scalars, text and media, the others do nothing.
+
+Which run (every writer of a job must find the same one, with no communication):
+
+- ``run_id=`` or ``$NB_RUN_ID``: that run;
+- the run name is the last part of ``log_dir`` with a rank part removed
+  (``tb/exp1/rank_3`` → ``exp1``, ``tb/exp1_rank3`` → ``exp1``), else ``comment``;
+  so one writer per rank with rank-specific folders (torchtitan's pattern) lands in
+  one run — the rest of ``log_dir`` must be equal on every rank;
+- a job id that survives a restart (Slurm's ``SLURM_JOB_ID``, torchrun's ``--rdzv-id``)
+  with the project and run name gives the id, as ``nblog.init`` does: a requeued job
+  continues the run in a new session;
+- otherwise, with a ``log_dir``, the id comes from that folder (rank part removed):
+  opening the same ``log_dir`` again — e.g. with ``purge_step`` after a restart —
+  continues that run in a new session, whose first step hides what earlier sessions
+  logged from there on (TensorBoard's purge, applied by nb's readers);
+- without ``log_dir`` or a job id: nb's own rule (a fresh run per writer).
+
+Differences from TensorBoard: ``walltime`` is ignored (nb stamps its own wall time);
+``global_step=None`` means nb's current step (the last one given, plus one for
+``add_scalar``), not 0; ``add_scalars`` logs tags ``main_tag/key`` in the run itself
+rather than one folder per key; ``add_histogram``'s default ``bins="tensorflow"`` is
+nb's 64 equal bins. Calls nb does not implement (``add_graph``, ``add_embedding``,
+``add_pr_curve``, ``add_mesh``, ``add_video``, ``add_custom_scalars``...) warn once
+each and are counted in ``writer.unsupported``; they never raise.
+
+Imports nothing heavy: numpy, Pillow and matplotlib only when media is logged.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from . import _log as log
+from ._init import init
+from ._run import Run
+from ._runid import derive_run_id, shared_job_id
+
+# a rank part of a log_dir: a whole last folder "rank_3"/"rank3"/"rank-3", or a suffix
+# "_rank3"/"-rank_3"/".rank3" of the last folder's name
+_RANK_FOLDER = re.compile(r"^rank[_-]?\d+$", re.IGNORECASE)
+_RANK_SUFFIX = re.compile(r"[_.-]rank[_-]?\d+$", re.IGNORECASE)
+_STABLE_JOB_SOURCES = ("torchelastic", "slurm")  # job ids a relaunch or requeue keeps
+
+UNSUPPORTED = (
+    "add_graph", "add_embedding", "add_pr_curve", "add_pr_curve_raw", "add_mesh", "add_video",
+    "add_custom_scalars", "add_custom_scalars_multilinechart", "add_custom_scalars_marginchart",
+    "add_onnx_graph", "add_histogram_raw", "add_image_with_boxes", "add_tensor",
+)
+
+
+def run_folder_of(log_dir: str | os.PathLike) -> str:
+    """``log_dir`` as an absolute path without its rank part (see the module docstring)."""
+    path = os.path.normpath(os.path.abspath(os.fspath(log_dir)))
+    head, tail = os.path.split(path)
+    if _RANK_FOLDER.match(tail) and head != path:
+        return head
+    stripped = _RANK_SUFFIX.sub("", tail)
+    return os.path.join(head, stripped) if stripped else path
+
+
+class SummaryWriter:
+    """Writes into an nb run what ``torch.utils.tensorboard.SummaryWriter`` would write.
+
+    Args:
+        log_dir: TensorBoard's folder: names the run (see the module docstring);
+            nothing is written into it.
+        comment: the run name when there is no ``log_dir`` (leading ``_``/``-`` removed).
+        purge_step: accepted for compatibility: reopening a ``log_dir`` always continues
+            its run in a new session, and the new session's first step hides the
+            earlier points from there on.
+        max_queue, flush_secs, filename_suffix: accepted and ignored (nb's writer
+            thread writes every flush interval, 1 s by default).
+        project, run_name, run_id, resume, config, root, timing_all_ranks, system:
+            as :func:`nblog.init`; ``run_name`` overrides the name from ``log_dir``.
+        **init_kwargs: other :func:`nblog.init` arguments.
+
+    Attributes:
+        run: the :class:`nblog.Run`. log_dir: as given, or TensorBoard's default
+            ``runs/<date>_<host><comment>``. unsupported: call name → count.
+
+    Raises:
+        ValueError, OSError: as :func:`nblog.init` (a bad name, an unwritable root).
+    """
+
+    def __init__(
+        self,
+        log_dir: str | os.PathLike | None = None,
+        comment: str = "",
+        purge_step: int | None = None,
+        max_queue: int = 10,
+        flush_secs: int = 120,
+        filename_suffix: str = "",
+        *,
+        project: str = "tensorboard",
+        run_name: str | None = None,
+        run_id: str | None = None,
+        resume: str | None = None,
+        config: object = None,
+        root: str | os.PathLike | None = None,
+        timing_all_ranks: bool = False,
+        system: bool | list[str] | tuple[str, ...] = True,
+        **init_kwargs: Any,
+    ) -> None:
+        self.unsupported: dict[str, int] = {}
+        self.purge_step = purge_step
+        if log_dir is None:
+            stamp = time.strftime("%b%d_%H-%M-%S")
+            self.log_dir = os.path.join("runs", f"{stamp}_{socket.gethostname()}{comment}")
+            name = run_name or (comment.lstrip("_-") or None)
+        else:
+            self.log_dir = os.fspath(log_dir)
+            folder = run_folder_of(log_dir)
+            name = run_name or os.path.basename(folder) or None
+        kw: dict[str, Any] = dict(
+            project=project, run_name=name, run_id=run_id, resume=resume, root=root,
+            timing_all_ranks=timing_all_ranks, system=system, config=config,
+        )
+        kw.update(init_kwargs)
+        env = os.environ
+        if run_id is None and not env.get("NB_RUN_ID") and log_dir is not None:
+            _job, source = shared_job_id(env)
+            if source not in _STABLE_JOB_SOURCES:  # the folder names the run
+                kw["run_id"] = derive_run_id(project, name, "logdir\0" + folder)
+                kw["resume"] = resume or "auto"
+        self.run: Run = init(**kw)
+
+    # -- what TensorBoard's writer offers -------------------------------------------
+
+    def add_scalar(self, tag: str, scalar_value: Any, global_step: int | None = None,
+                   walltime: float | None = None, new_style: bool = False,
+                   double_precision: bool = False) -> None:
+        """Log one number (float, int, numpy or one-element torch value) at ``global_step``."""
+        self.run.add_scalar(tag, scalar_value, step=global_step)
+
+    def add_scalars(self, main_tag: str, tag_scalar_dict: Mapping[str, Any],
+                    global_step: int | None = None, walltime: float | None = None) -> None:
+        """Log several numbers at once, as tags ``main_tag/key``."""
+        self.run.add_scalar({f"{main_tag}/{k}": v for k, v in tag_scalar_dict.items()}, step=global_step)
+
+    def add_text(self, tag: str, text_string: str, global_step: int | None = None,
+                 walltime: float | None = None) -> None:
+        """Log a text."""
+        self.run.add_text(tag, text_string, step=global_step)
+
+    def add_image(self, tag: str, img_tensor: Any, global_step: int | None = None,
+                  walltime: float | None = None, dataformats: str = "CHW") -> None:
+        """Log one image (array or tensor; uint8 0-255 or float 0-1; CHW by default, as
+        TensorBoard)."""
+        self.run.add_image(tag, img_tensor, step=global_step, dataformats=dataformats)
+
+    def add_images(self, tag: str, img_tensor: Any, global_step: int | None = None,
+                   walltime: float | None = None, dataformats: str = "NCHW") -> None:
+        """Log a batch of images as one grid (NCHW by default, as TensorBoard)."""
+        self.run.add_images(tag, img_tensor, step=global_step, dataformats=dataformats)
+
+    def add_histogram(self, tag: str, values: Any, global_step: int | None = None,
+                      bins: Any = "tensorflow", walltime: float | None = None,
+                      max_bins: int | None = None) -> None:
+        """Log the distribution of ``values`` (``bins="tensorflow"``: nb's 64 bins)."""
+        if isinstance(bins, str) and bins == "tensorflow":
+            bins = 64 if max_bins is None else max_bins
+        self.run.add_histogram(tag, values, step=global_step, bins=bins)
+
+    def add_figure(self, tag: str, figure: Any, global_step: int | None = None,
+                   close: bool = True, walltime: float | None = None) -> None:
+        """Log a matplotlib figure (or a list of them, as one grid) as an image."""
+        self.run.add_figure(tag, figure, step=global_step, close=close)
+
+    def add_audio(self, tag: str, snd_tensor: Any, global_step: int | None = None,
+                  sample_rate: int = 44100, walltime: float | None = None) -> None:
+        """Log a sound clip (floats in [-1, 1], shape (L,) or (1, L))."""
+        self.run.add_audio(tag, snd_tensor, step=global_step, sample_rate=sample_rate)
+
+    def add_hparams(self, hparam_dict: Mapping[str, Any], metric_dict: Mapping[str, Any],
+                    hparam_domain_discrete: Mapping | None = None, run_name: str | None = None,
+                    global_step: int | None = None) -> None:
+        """Record ``hparam_dict`` in the run's config (under ``"hparams"``) and log
+        ``metric_dict`` as scalars at ``global_step``."""
+        from .integrations import _common
+
+        _common.merge_config(self.run, {"hparams": dict(hparam_dict)})
+        if metric_dict:
+            self.run.add_scalar(dict(metric_dict), step=global_step)
+
+    def get_logdir(self) -> str:
+        """The ``log_dir`` given (or TensorBoard's default one); nb writes elsewhere."""
+        return self.log_dir
+
+    def flush(self) -> None:
+        """Write everything logged so far to disk before returning."""
+        self.run.flush()
+
+    def close(self) -> None:
+        """Finish the run's session (idempotent)."""
+        self.run.finish()
+
+    def __enter__(self) -> SummaryWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __getattr__(self, name: str) -> Any:
+        if name in UNSUPPORTED or name.startswith("add_"):
+            def unsupported(*args: Any, **kwargs: Any) -> None:
+                self.unsupported[name] = self.unsupported.get(name, 0) + 1
+                if self.unsupported[name] == 1:
+                    log.warning("nblog: SummaryWriter.%s is not supported by nb; the call is "
+                                "skipped (counted in writer.unsupported)", name)
+            return unsupported
+        raise AttributeError(f"'SummaryWriter' object has no attribute {name!r}")
