@@ -291,7 +291,8 @@ class MediaSink:
 
     def __init__(self, run):
         self._run = run
-        self._pack = P.PackWriter(os.path.join(run.dir, P.pack_file_name(run.rank)))
+        self._pack = P.PackWriter(os.path.join(run.dir, P.pack_file_name(run.rank)),
+                                  os.path.join(run.dir, P.session_pack_file_name(run.rank, run.session)))
 
     @property
     def path(self) -> str:

@@ -132,28 +132,135 @@ def _field(record, name: str):
     raise TypeError(f"a media record is a row dict or a one-row frame, got {type(record).__name__}")
 
 
-def pack_path(reader, rank: int) -> str:
+def pack_path(reader, rank: int, session: int | None = None) -> str:
+    """The pack holding the blobs of ``session`` of ``rank`` (``_pack``):
+    ``media.r<rank>.s<session>.pack`` when that file exists, else ``media.r<rank>.pack``
+    (also for ``session`` None)."""
+    if session is not None:
+        path = os.path.join(reader.dir, P.session_pack_file_name(rank, session))
+        if os.path.lexists(path):
+            return path
     return os.path.join(reader.dir, P.pack_file_name(rank))
 
 
+def pack_paths(reader, rank: int) -> list[str]:
+    """Every pack of ``rank`` there is: ``media.r<rank>.pack`` first, then the
+    sessions' own packs in session order."""
+    prefix = f"media.r{rank}.s"
+    try:
+        names = os.listdir(reader.dir)
+    except OSError:
+        names = []
+    own = []
+    for name in names:
+        middle = name[len(prefix):-len(".pack")] if name.startswith(prefix) and name.endswith(".pack") else ""
+        if middle.isdigit() and middle.isascii():
+            own.append((int(middle), name))
+    legacy = os.path.join(reader.dir, P.pack_file_name(rank))
+    return [legacy] + [os.path.join(reader.dir, n) for _s, n in sorted(own)]
+
+
+def _optional(record, name: str):
+    if isinstance(record, pl.DataFrame) and name not in record.columns:
+        return None
+    if isinstance(record, Mapping) and name not in record:
+        return None
+    v = _field(record, name)
+    return None if v is None else int(v)
+
+
+def _open_size(path: str) -> int | None:
+    """The size of ``path`` from ``fstat`` of the opened file (None: missing or not a
+    regular file). On a network file system a new open gets the size from the server,
+    where ``stat`` of the path may answer from a cache that predates the last append."""
+    try:
+        with open_regular(path) as f:
+            return os.fstat(f.fileno()).st_size
+    except OSError:
+        return None
+
+
+def pack_check(reader, rank: int) -> dict | None:
+    """The media packs of ``rank`` checked against their references without reading a
+    blob (for ``nb show``); None when the rank logged no media.
+
+    Returns a dict: rank, file (``media.r<rank>.pack``), files (every pack holding
+    records, with ``size_bytes`` each: None when missing), size_bytes (their total;
+    None when none exists), records (every reference, hidden ones too), missing
+    (references to bytes past the end of a pack whose session has ended: deleted or
+    truncated) and not_visible (the same for a session still writing, whose last
+    appends this machine may not see yet: not a problem). Sizes come from ``fstat`` of
+    each pack opened, never from a cached ``stat``.
+    """
+    recs = reader.media(rank=rank, include_hidden=True)
+    if not len(recs):
+        return None
+    live = {s for s, lf in reader._rank_files(rank) if lf.end is None}
+    sizes: dict[str, int | None] = {}
+    missing = not_visible = 0
+    ends = (recs["offset"] + recs["length"]).to_list()
+    for s, end in zip(recs["session"].to_list(), ends, strict=True):
+        path = pack_path(reader, rank, s)
+        if path not in sizes:
+            sizes[path] = _open_size(path)
+        size = sizes[path]
+        if size is None or end > size:
+            if s in live:
+                not_visible += 1
+            else:
+                missing += 1
+    known = [v for v in sizes.values() if v is not None]
+    return {
+        "rank": rank,
+        "file": P.pack_file_name(rank),
+        "files": [{"file": os.path.basename(p), "size_bytes": v} for p, v in sizes.items()],
+        "size_bytes": sum(known) if known else None,
+        "records": len(recs),
+        "missing": missing,
+        "not_visible": not_visible,
+    }
+
+
 def media_bytes(reader, record) -> bytes:
-    """The verified blob of one record (a row of :meth:`RunReader.media`)."""
+    """The verified blob of one record (a row of :meth:`RunReader.media`). A record
+    without its ``session`` is looked for in each of its rank's packs; only a blob
+    whose header and checksums match the reference is returned.
+
+    Raises:
+        BlobError: no pack holds a blob that matches the reference.
+        OSError: the pack cannot be opened.
+    """
     rank = int(_field(record, "rank"))
-    path = pack_path(reader, rank)
-    with open_regular(path) as f:
-        return P.read_blob(f, int(_field(record, "offset")), int(_field(record, "length")), path)[1]
+    offset, length = int(_field(record, "offset")), int(_field(record, "length"))
+    session = _optional(record, "session")
+    if session is not None:
+        path = pack_path(reader, rank, session)
+        with open_regular(path) as f:
+            return P.read_blob(f, offset, length, path)[1]
+    first: Exception | None = None
+    for path in pack_paths(reader, rank):
+        try:
+            with open_regular(path) as f:
+                return P.read_blob(f, offset, length, path)[1]
+        except (OSError, ValueError) as err:  # BlobError is a ValueError
+            first = first or err
+    raise first if first is not None else FileNotFoundError(pack_path(reader, rank))
 
 
 def iter_bytes(reader, frame: pl.DataFrame):
     """Yield ``(row dict, verified bytes)`` for each row of a media frame, opening
-    each rank's pack once."""
-    handles: dict[int, object] = {}
+    each pack once."""
+    handles: dict[str, object] = {}
     try:
         for row in frame.iter_rows(named=True):
             rank = int(row["rank"])
-            if rank not in handles:
-                handles[rank] = open_regular(pack_path(reader, rank))
-            yield row, P.read_blob(handles[rank], int(row["offset"]), int(row["length"]), pack_path(reader, rank))[1]
+            if row.get("session") is None:
+                yield row, media_bytes(reader, row)
+                continue
+            path = pack_path(reader, rank, int(row["session"]))
+            if path not in handles:
+                handles[path] = open_regular(path)
+            yield row, P.read_blob(handles[path], int(row["offset"]), int(row["length"]), path)[1]
     finally:
         for f in handles.values():
             f.close()
@@ -179,23 +286,26 @@ def histograms(reader, tags, rank: int, include_hidden: bool) -> pl.DataFrame:
     found = list(records(reader, tags, rank, "histogram", include_hidden))
     if not found:
         return pl.DataFrame(schema=schema)
-    path = pack_path(reader, rank)
     record, edges_l, edges_r, counts, good = [], [], [], [], []
+    handles: dict[str, object] = {}
     try:
-        with open_regular(path) as f:
-            for item in found:
-                _s, _step, _name, _wall, offset, length, _meta, _hidden = item
-                try:
-                    edges, c = decode_histogram(P.read_blob(f, offset, length, path)[1])
-                except (ValueError, OSError):  # BlobError (missing, torn, corrupt) or a bad payload
-                    continue
-                record.append(np.full(len(c), len(good), np.int64))
-                good.append(item)
-                edges_l.append(edges[:-1])
-                edges_r.append(edges[1:])
-                counts.append(c)
-    except OSError:  # the pack itself is missing or unreadable
-        pass
+        for item in found:
+            s, _step, _name, _wall, offset, length, _meta, _hidden = item
+            path = pack_path(reader, rank, s)
+            try:
+                if path not in handles:
+                    handles[path] = open_regular(path)
+                edges, c = decode_histogram(P.read_blob(handles[path], offset, length, path)[1])
+            except (ValueError, OSError):  # the pack missing, or BlobError (missing, torn, corrupt), or a bad payload
+                continue
+            record.append(np.full(len(c), len(good), np.int64))
+            good.append(item)
+            edges_l.append(edges[:-1])
+            edges_r.append(edges[1:])
+            counts.append(c)
+    finally:
+        for f in handles.values():
+            f.close()
     if len(good) < len(found):
         log.warning(
             "nblog: %d of %d histograms of rank %d could not be read from %s (missing, torn or "

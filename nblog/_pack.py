@@ -22,9 +22,15 @@ Blob frame (20-byte header, then ``length`` payload bytes)::
 A reference's offset is the offset of the *payload* (the header sits just before it),
 so a blob can be cut out of the pack with ``dd`` alone. The blob is written before the
 event-log frame that references it: a blob torn by ``kill -9`` is never referenced.
-Sessions of a rank append to the same pack; a torn blob left by a killed session
-stays in the file as unreferenced bytes, and the next session appends after it.
-Readers reach blobs only through references and verify both checksums.
+The session that creates ``media.r<rank>.pack`` is its only writer. A later session
+never appends to a pack another session wrote (on a shared file system that session
+may run on another machine, whose cached size of the file can be short: the offsets
+it recorded would be wrong): it creates ``media.r<rank>.s<session>.pack``, exclusively,
+as event logs are created. A record of session *s* is in ``media.r<rank>.s<s>.pack``
+when that file exists, else in ``media.r<rank>.pack`` (so is every record of a run
+written before this rule). A torn blob left by a killed session stays in its pack as
+unreferenced bytes. Readers reach blobs only through references and verify both
+checksums.
 
 This module imports only the standard library.
 """
@@ -59,6 +65,12 @@ def pack_file_name(rank: int) -> str:
     return f"media.r{rank}.pack"
 
 
+def session_pack_file_name(rank: int, session: int) -> str:
+    """``media.r<rank>.s<session>.pack``: the pack of a session that found
+    ``media.r<rank>.pack`` made by another session."""
+    return f"media.r{rank}.s{session}.pack"
+
+
 def pack_header() -> bytes:
     """The 8 bytes that open every media pack."""
     return PACK_HEADER.pack(PACK_MAGIC, PACK_VERSION, 0)
@@ -79,15 +91,18 @@ class PackError(OSError):
 class PackWriter:
     """Appends blobs to one rank's pack. Used by the writer thread only.
 
-    The file is created with ``O_CREAT | O_EXCL | O_NOFOLLOW`` by the first blob of the
-    run; a later session opens the existing file (never through a symbolic link) after
-    checking its header. The file is opened once per batch of blobs and closed after
-    it, so no descriptor outlives a drain (nothing to leak at exit or into a fork).
+    The file is created with ``O_CREAT | O_EXCL | O_NOFOLLOW`` by the session's first
+    blob: ``path``, or ``session_path`` when ``path`` exists already (another session's
+    pack, never appended to). Only when both exist (a session's own pack torn by
+    ``kill -9``, or ``session_path`` None) is the existing file opened (never through a
+    symbolic link) after checking its header. The file is opened once per batch of
+    blobs and closed after it, so no descriptor outlives a drain (nothing to leak at exit or into a fork).
     A failed write is cut back with ``ftruncate``: the file stays a clean prefix.
     """
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, session_path: str | None = None):
         self.path = path
+        self._session_path = session_path
         self._checked = False
 
     def open(self) -> _Batch:
@@ -98,11 +113,20 @@ class PackWriter:
                 is not a media pack this version may append to.
         """
         if not self._checked:
-            try:
-                fd = create_exclusive(self.path)
-            except FileExistsError:
-                pass
-            else:
+            fd = None
+            for path in (self.path, self._session_path):
+                if path is None:
+                    break
+                self.path = path
+                try:
+                    fd = create_exclusive(path)
+                    break
+                except FileExistsError:
+                    if os.path.islink(path) or path == self._session_path:
+                        break  # opened below (a link is refused there: O_NOFOLLOW)
+                    if self._session_path is not None:
+                        _check_foreign(path)  # someone else's file is refused, not worked around
+            if fd is not None:
                 batch = _Batch(fd, 0)
                 try:
                     batch.raw(pack_header())
@@ -126,19 +150,38 @@ class PackWriter:
                     os.write(fd, pack_header())
                     size = PACK_HEADER.size
                 else:
-                    magic, version, _flags = PACK_HEADER.unpack(head[: PACK_HEADER.size].ljust(8, b"\0"))
-                    if magic != PACK_MAGIC:
-                        raise PackError(f"{self.path} is not an nb media pack")
-                    if version > PACK_VERSION:
-                        raise PackError(
-                            f"{self.path} is a version {version} media pack; this nblog "
-                            f"writes version {PACK_VERSION}"
-                        )
+                    _check_head(self.path, head)
                 self._checked = True
         except BaseException:
             os.close(fd)
             raise
         return _Batch(fd, size)
+
+
+def _check_head(path: str, head: bytes) -> None:
+    """Raise ``PackError`` unless ``head`` opens a media pack this version writes."""
+    magic, version, _flags = PACK_HEADER.unpack(head[: PACK_HEADER.size].ljust(8, b"\0"))
+    if magic != PACK_MAGIC:
+        raise PackError(f"{path} is not an nb media pack")
+    if version > PACK_VERSION:
+        raise PackError(f"{path} is a version {version} media pack; this nblog writes version {PACK_VERSION}")
+
+
+def _check_foreign(path: str) -> None:
+    """Raise ``PackError`` when the existing ``path`` is not a regular file, or not a
+    media pack this version writes (a header torn by ``kill -9`` is a pack). Opened
+    read-only and non-blocking: never written, and a FIFO there never blocks."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise PackError(f"{path} is not a regular file")
+        head = os.pread(fd, PACK_HEADER.size, 0)
+    finally:
+        os.close(fd)
+    if len(head) < PACK_HEADER.size and pack_header().startswith(head):
+        return
+    _check_head(path, head)
 
 
 class _Batch:

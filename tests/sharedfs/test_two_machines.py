@@ -190,3 +190,84 @@ def test_a_rank_on_b_joins_through_a_negative_lookup_cache(mounts):
     res = subprocess.run([sys.executable, "-c", RANK1], env=env, capture_output=True, text=True, timeout=60)
     rank0.finish()
     assert res.stdout.split() == ["joined"], res.stderr[-1500:]
+
+
+@pytest.mark.parametrize("variant", ["default", "long"])
+def test_media_of_a_run_resumed_on_b_are_read_back_exactly(mounts, variant):
+    """B's cached size of A's media pack is short right after A appended: a resume on
+    B that appended to it recorded its blobs at wrong offsets. Each session after the
+    pack's first now writes a pack of its own, created exclusively."""
+    import numpy as np
+
+    a, b = mounts(variant, variant)
+    pack_b = b / "runs" / "p" / RID / "media.r0.pack"
+    run = start(a, "A")
+    run.add_image("img", np.full((8, 8), 0, np.uint8), step=0)
+    run.flush()
+    os.stat(pack_b)  # nb show / nb tui on B look at the pack while A writes
+    for step in range(1, 5):
+        run.add_image("img", np.full((8, 8), step, np.uint8), step=step)
+    run.finish()
+    run = start(b, "B")
+    for step in range(5, 10):
+        run.add_image("img", np.full((8, 8), step, np.uint8), step=step)
+    run.add_histogram("h", np.arange(10.0), step=9)
+    run.finish()
+    reader = nb.RunReader(a / "runs" / "p" / RID)
+    media = reader.media("img")
+    assert media["step"].to_list() == list(range(10))
+    for row in media.iter_rows(named=True):
+        assert np.asarray(reader.image(row)).max() == row["step"]
+        no_session = {k: row[k] for k in ("rank", "offset", "length", "kind")}  # as nb tui asks
+        assert np.asarray(reader.image(no_session)).max() == row["step"]
+    assert len(reader.histograms("h")) > 0
+
+
+MEDIA_WRITER = textwrap.dedent("""
+    import sys
+    import numpy as np
+    import nblog as nb
+    run = nb.init("p", run_id=sys.argv[2], root=sys.argv[1], resume="auto", system=False,
+                  _environ={"NB_HOSTNAME": "A"})
+    for line in sys.stdin:
+        if line.strip() == "end":
+            break
+        step = int(line)
+        run.add_image("img", np.full((8, 8), step, np.uint8), step=step)
+        run.flush()
+        print("ok", flush=True)
+    run.finish()
+""")
+
+
+def test_media_of_two_sessions_writing_at_once_on_a_and_b_stay_readable(mounts):
+    """A preempted session on A still flushing its media while its restart on B has
+    begun: both appended to one pack, and B's cached size of it (short by what A had
+    just appended) gave B's blobs wrong offsets. Now each writes a pack of its own."""
+    import numpy as np
+
+    a, b = mounts()
+    writer_a = subprocess.Popen([sys.executable, "-c", MEDIA_WRITER, str(a / "runs"), RID],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        def on_a(step: int) -> None:
+            writer_a.stdin.write(f"{step}\n")
+            writer_a.stdin.flush()
+            assert writer_a.stdout.readline().strip() == "ok"
+
+        on_a(1)
+        run_b = start(b, "B")  # session 1, while session 0 still writes
+        for step in range(2, 6):
+            on_a(step)
+            run_b.add_image("img", np.full((8, 8), 100 + step, np.uint8), step=100 + step)
+            run_b.flush()
+        writer_a.communicate("end\n", timeout=60)
+    finally:
+        if writer_a.poll() is None:
+            writer_a.kill()
+    run_b.finish()
+    reader = nb.RunReader(a / "runs" / "p" / RID)
+    media = reader.media("img")
+    assert media["step"].to_list() == [1, 2, 3, 4, 5, 102, 103, 104, 105]
+    for row in media.iter_rows(named=True):
+        assert np.asarray(reader.image(row)).max() == row["step"]
