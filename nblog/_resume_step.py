@@ -94,15 +94,22 @@ def log_last_step(path: str) -> int | None:
         return None
     if F.FILE_HEADER.unpack_from(head, 0)[1] > F.FORMAT_VERSION:
         return None
-    frames = list(_frames(head, F.FILE_HEADER.size)) + list(_frames(tail, 0))
+    first = list(_frames(head, F.FILE_HEADER.size))
+    last = list(_frames(tail, 0))
     system: set[int] = set()
-    for kind, payload in frames:
+    for kind, payload in first + last:
         if kind == F.FRAME_TAGS:
             try:
                 defs = F.decode_tag_defs(bytes(payload))
             except (ValueError, UnicodeDecodeError):
                 continue
             system.update(tid for tid, k, _ in defs if k == F.KIND_SYSTEM)
+    best = _max_step(last, system)
+    return best if best is not None else _max_step(first, system)  # a short log is all "first"
+
+
+def _max_step(frames: list, system: set[int]) -> int | None:
+    """The highest step of the scalar, timer, text and media records in ``frames``."""
     best = None
     for kind, payload in frames:
         step = None
