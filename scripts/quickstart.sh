@@ -19,8 +19,10 @@ log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 
 echo "quickstart: training with ${NPROC:-4} ranks (torchrun) into $root" >&2
-OMP_NUM_THREADS=1 "$venv"/bin/torchrun --nproc-per-node "${NPROC:-4}" scripts/train_ddp.py \
-    --root "$root" --ckpt-dir "$ckpt" 2>&1 | tee "$log"
+# scripts/loopback.sh: torchrun's stores listen on every interface whatever address it is
+# given; in a network namespace of loopback only, nothing is reachable from another machine.
+OMP_NUM_THREADS=1 bash scripts/loopback.sh "$venv"/bin/torchrun --nproc-per-node "${NPROC:-4}" \
+    scripts/train_ddp.py --root "$root" --ckpt-dir "$ckpt" 2>&1 | tee "$log"
 
 run_id="$(sed -n 's/^run id: //p' "$log" | tail -n 1)"
 if [ -z "$run_id" ]; then

@@ -24,6 +24,9 @@
 #   torch 2.13 and gloo; this gives each restart its own store.
 # - exec: torchrun replaces this shell, so a SIGTERM (Slurm preemption, requeue, scancel)
 #   reaches it at once; it stops the workers with SIGTERM and nb flushes within 1 s.
+# - torchrun's rendezvous store listens on every interface of the node (torch 2.13 takes no
+#   bind address; RDZV_HOST only says where to connect). On one machine, keep it to loopback:
+#   bash scripts/loopback.sh scripts/torchrun_example.sh ...   (the tests run it that way)
 #
 # Your training script must: call nb.init(project, run_name=...) on every rank with the same
 # arguments (no run_id: it is derived), checkpoint regularly, and continue from its last

@@ -20,6 +20,7 @@ import nblog as nb
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "train_ddp.py"
+LOOPBACK = ["env", "NB_LOOPBACK=require", "bash", str(REPO / "scripts" / "loopback.sh")]
 TIMERS = {"time/data", "time/forward", "time/backward", "time/optimizer"}
 TIMEOUT_S = 300
 
@@ -34,6 +35,8 @@ def torchrun(tmp_path: Path, *args: str, check: bool = True) -> subprocess.Compl
     }
     env.update(OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))
     cmd = [
+        # in a network namespace of loopback only: torchrun's stores listen on every interface
+        *LOOPBACK,
         sys.executable,
         "-m",
         "torch.distributed.run",

@@ -28,12 +28,15 @@ from nblog._runid import derive_run_id, is_torchrun_uuid
 
 pytestmark = pytest.mark.launchers
 
+# torchrun in a network namespace of loopback only (scripts/loopback.sh): its stores listen
+# on every interface, whatever address it is given
+LOOPBACK = ["env", "NB_LOOPBACK=require", "bash", str(REPO / "scripts" / "loopback.sh")]
 TORCHRUN = str(VENV_BIN / "torchrun")
 
 
 def test_standalone_four_ranks_agree_with_all_ranks_timers(env, tmp_path):
     out = tmp_path / "out"
-    run([TORCHRUN, "--standalone", "--nproc-per-node", "4", TINY,
+    run([*LOOPBACK, TORCHRUN, "--standalone", "--nproc-per-node", "4", TINY,
          "--name", "standalone", "--steps", "5", "--sleep", "0.1", "--out", out], env)
 
     rs = reports(out)
@@ -60,7 +63,7 @@ def test_standalone_four_ranks_agree_with_all_ranks_timers(env, tmp_path):
 def test_c10d_with_rdzv_id_derives_the_id_from_it(env, tmp_path):
     out = tmp_path / "out"
     rdzv_id = f"exp-{tmp_path.name[-12:]}"
-    run([TORCHRUN, "--nnodes", "1", "--nproc-per-node", "4", "--rdzv-backend", "c10d",
+    run([*LOOPBACK, TORCHRUN, "--nnodes", "1", "--nproc-per-node", "4", "--rdzv-backend", "c10d",
          "--rdzv-endpoint", f"127.0.0.1:{free_port()}", "--rdzv-id", rdzv_id,
          TINY, "--name", "c10d", "--steps", "4", "--out", out], env)
 
@@ -86,7 +89,7 @@ def test_max_restarts_continues_the_run_in_a_new_session(env, tmp_path):
     # and fails ("Gloo connectFullMesh failed ... Connection refused"; pytorch#135712).
     # Not an nb matter, but every restartable torchrun job needs this:
     env = dict(env, TORCH_DISABLE_SHARE_RDZV_TCP_STORE="1")
-    run([TORCHRUN, "--standalone", "--nproc-per-node", "4", "--max-restarts", "1", TINY,
+    run([*LOOPBACK, TORCHRUN, "--standalone", "--nproc-per-node", "4", "--max-restarts", "1", TINY,
          "--dist", "gloo", "--name", "elastic", "--steps", "8", "--crash-at", "6",
          "--ckpt", ckpt, "--ckpt-every", "4", "--out", out], env)
 
@@ -125,9 +128,9 @@ def test_torchrun_example_restarts_and_relaunches_into_one_run(env, tmp_path):
     common = [TINY, "--name", "example", "--ckpt", ckpt, "--ckpt-every", "2", "--out", out]
     # every rank raises at step 3; torchrun stops those still finishing with SIGTERM, which
     # used to kill them before nb had written their points (test_launch_sigterm.py)
-    run(["bash", script, *common, "--steps", "6", "--crash-at", "3", "--crash-rank", "-1"],
+    run([*LOOPBACK, "bash", script, *common, "--steps", "6", "--crash-at", "3", "--crash-rank", "-1"],
         env, cwd=tmp_path)
-    run(["bash", script, *common, "--steps", "9"], env, cwd=tmp_path)
+    run([*LOOPBACK, "bash", script, *common, "--steps", "9"], env, cwd=tmp_path)
 
     dirs = run_dirs(tmp_path / "runs")
     assert len(dirs) == 1, dirs
