@@ -223,11 +223,14 @@ class Run(MediaMixin):
             value: int, float, bool, numpy scalar, 0-d array or tensor, or anything with
                 ``__float__``. NaN and ±inf are kept exactly.
             step: a non-negative int; None uses the run's own counter, which each call
-                without a step advances by one.
+                without a step advances by one. It starts at 0 in a new run and after
+                the run's last step in a resumed session (on every rank).
 
         A bad tag, value or step is skipped with one warning per (call site, tag) and
         counted in the session; with ``NB_STRICT=1`` it raises ``StrictModeError``.
-        On other ranks this returns at once.
+        A step below the tag's highest step in this session is stored and warned
+        once per tag (strict: raises); restarting from a checkpoint belongs in a new
+        session (``init(resume="auto")``). On other ranks this returns at once.
         """
         try:
             if step is None:

@@ -53,6 +53,7 @@ def test_forked_children_write_nothing_and_the_parents_file_stays_valid(tmp_path
     root = tmp_path / "runs"
     done = wait(start_code(FORK, base_env(NB_DIR=str(root)), tmp_path))
     assert done.out.strip() == "DONE"
+    assert "nblog" not in done.err  # a forked child's run is silent, not "called after finish"
     run_dir = root / "fork" / "f-00000000"
     assert sorted(os.listdir(run_dir)) == ["events.r0.s0.log", "run.json"]
     r = nb.RunReader(str(run_dir))
