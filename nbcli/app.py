@@ -44,7 +44,7 @@ def _hint(exc: BaseException) -> tuple[str, list[str], str | None]:
             "`nb ls` lists the runs under a root; pass --root DIR or set NB_DIR to look elsewhere",
         )
     if isinstance(exc, FormatVersionError):
-        return str(exc), [], "upgrade nb (pip install -U nb) to read this run"
+        return str(exc), [], "upgrade nblog, the distribution of nb (pip install -U nblog), to read this run"
     if isinstance(exc, NbError):
         return str(exc), [], None
     if isinstance(exc, PermissionError):
