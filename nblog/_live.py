@@ -142,7 +142,7 @@ class _File:
                     every_known = not system.any()
                 t = arr["tag"]
                 if len(self.seen) < len(self.lf.tags):  # some tag has no record yet: O(block), else free
-                    self.seen.update(i for i in np.flatnonzero(np.bincount(t)).tolist() if i in self.lf.tags)
+                    self.seen.update(i for i in np.unique(t).tolist() if i in self.lf.tags)  # ids up to 2**32-1: no bincount
                 if every_known and int(t.max()) < len(system):
                     steps = arr["step"]  # no system metric in this block (the common case)
                 else:

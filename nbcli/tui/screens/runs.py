@@ -27,17 +27,6 @@ WIDTHS = (1, 18, 8, 10, 8, 5, 4, 13, 16, 7)
 LIVE = ("running", "stale")  # statuses whose last step gets its age
 
 
-def progress_time(meta: dict | None) -> float | None:
-    """When the last step ``nb ls`` shows was recorded: the ``updated`` time (unix
-    seconds) of the last session of ``meta`` (a run.json) with a ``last_step``; None
-    when that session has no such time (written by an older nb)."""
-    for s in reversed((meta or {}).get("sessions") or []):
-        if isinstance(s, dict) and isinstance(s.get("last_step"), int):
-            t = s.get("updated")
-            return float(t) if isinstance(t, (int, float)) and not isinstance(t, bool) else None
-    return None
-
-
 class RunsScreen(Screen):
     AUTO_FOCUS = "#runs-table"
     BINDINGS = [
@@ -86,13 +75,9 @@ class RunsScreen(Screen):
     @work(thread=True, exclusive=True, group="runs")
     def _read(self) -> None:
         from nblog._catalog import list_runs
-        from nblog._runfile import read_run_json
 
         try:
             rows = list_runs(self.root, self.project)
-            for row in rows:  # running runs only (a few): one more small read each
-                if row["status"] in LIVE and row["last_step"] is not None:
-                    row["last_step_at"] = progress_time(read_run_json(row["path"]))
         finally:
             self._loading = False
         self.post_message(RunsLoaded(rows))
@@ -109,7 +94,7 @@ class RunsScreen(Screen):
             now = self._now()
             table = self.query_one(DataTable)
             for r in self.rows:
-                if r.get("last_step_at") is not None and self._key(r) in shown:
+                if r.get("last_step_updated") is not None and r["status"] in LIVE and self._key(r) in shown:
                     table.update_cell(self._key(r), "last step", self._last_step(r, now))
 
     def _key(self, row: dict) -> str:
@@ -150,7 +135,7 @@ class RunsScreen(Screen):
         # left-aligned: on a narrow terminal the step is what stays in view
         last = r.get("last_step")
         out = Text("-" if last is None else str(last), no_wrap=True)
-        at = r.get("last_step_at")
+        at = r.get("last_step_updated") if r["status"] in LIVE else None
         if last is not None and at is not None:
             out.append(f" {fmt_span(max(0.0, now - at))} ago", style="dim")
         return out
