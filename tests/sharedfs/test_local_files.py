@@ -89,3 +89,27 @@ def test_a_rank_that_gives_up_waiting_names_the_caches_and_nb_wait_s(tmp_path, c
     run = nb.init("p", system=False, _environ=env)
     assert run.dir is None
     assert "negative_timeout" in caplog.text and "dir_cache" in caplog.text and "NB_WAIT_S=300" in caplog.text
+
+
+def test_pack_check_counts_a_live_sessions_unseen_media_apart_from_missing_media(tmp_path):
+    """nb show warned "records point past the end of their pack" for a healthy live run
+    whose pack this machine saw short; a session still writing has them "not visible
+    yet", and only a session that ended has them missing."""
+    import numpy as np
+
+    import nblog as nb
+    from nblog._media_read import pack_check
+
+    run = nb.init("p", run_id="media-00000001", root=str(tmp_path), system=False, _environ={})
+    for step in range(3):
+        run.add_image("img", np.zeros((4, 4), np.uint8), step=step)
+    run.flush()
+    pack = os.path.join(run.dir, "media.r0.pack")
+    full = os.path.getsize(pack)
+    os.truncate(pack, full - 10)  # as a cached size short by the last append shows it
+    check = pack_check(nb.RunReader(run.dir), 0)
+    assert (check["records"], check["missing"], check["not_visible"]) == (3, 0, 1)
+    run.finish()
+    check = pack_check(nb.RunReader(run.dir), 0)
+    assert (check["missing"], check["not_visible"]) == (1, 0)
+    assert check["size_bytes"] == full - 10 and check["files"] == [{"file": "media.r0.pack", "size_bytes": full - 10}]
