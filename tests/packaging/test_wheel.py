@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+import nblog
+
 REPO = Path(__file__).resolve().parents[2]
 MAN = sorted(p.name for p in (REPO / "man").iterdir() if p.suffix in (".1", ".5"))
 
@@ -52,7 +54,9 @@ def test_the_distribution_is_nblog(dist):
     assert dist["wheel"].name.startswith("nblog-") and dist["sdist"].name.startswith("nblog-")
     with zipfile.ZipFile(dist["wheel"]) as z:
         info = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
-        assert "\nName: nblog\n" in z.read(info).decode()
+        metadata = z.read(info).decode()
+        assert "\nName: nblog\n" in metadata
+        assert f"\nVersion: {nblog.__version__}\n" in metadata  # one version, nblog.__version__
         entry = z.read(info.replace("METADATA", "entry_points.txt")).decode()
     assert "nb = nbcli.app:main" in entry
 
