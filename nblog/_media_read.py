@@ -223,28 +223,27 @@ def pack_check(reader, rank: int) -> dict | None:
 
 def media_bytes(reader, record) -> bytes:
     """The verified blob of one record (a row of :meth:`RunReader.media`). A record
-    without its ``session`` is looked for in each of its rank's packs; only a blob
-    whose header and checksums match the reference is returned.
+    without its ``session`` (older callers) gets the session of the one reference of
+    its rank with that offset and length, when the rank has packs of several sessions.
 
     Raises:
-        BlobError: no pack holds a blob that matches the reference.
+        BlobError: the pack holds no blob that matches the reference.
+        ValueError: the record has no session and several sessions' packs hold a
+            reference with its offset and length (which one is meant is unknown).
         OSError: the pack cannot be opened.
     """
     rank = int(_field(record, "rank"))
     offset, length = int(_field(record, "offset")), int(_field(record, "length"))
     session = _optional(record, "session")
-    if session is not None:
-        path = pack_path(reader, rank, session)
-        with open_regular(path) as f:
-            return P.read_blob(f, offset, length, path)[1]
-    first: Exception | None = None
-    for path in pack_paths(reader, rank):
-        try:
-            with open_regular(path) as f:
-                return P.read_blob(f, offset, length, path)[1]
-        except (OSError, ValueError) as err:  # BlobError is a ValueError
-            first = first or err
-    raise first if first is not None else FileNotFoundError(pack_path(reader, rank))
+    if session is None and len(pack_paths(reader, rank)) > 1:
+        found = {r[0] for r in records(reader, None, rank, None, True) if r[4] == offset and r[5] == length}
+        if len(found) > 1:
+            raise ValueError(f"media record of rank {rank} at offset {offset} is in several "
+                             "sessions' packs: pass its session")
+        session = found.pop() if found else None
+    path = pack_path(reader, rank, session)
+    with open_regular(path) as f:
+        return P.read_blob(f, offset, length, path)[1]
 
 
 def iter_bytes(reader, frame: pl.DataFrame):

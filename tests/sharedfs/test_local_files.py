@@ -113,3 +113,26 @@ def test_pack_check_counts_a_live_sessions_unseen_media_apart_from_missing_media
     check = pack_check(nb.RunReader(run.dir), 0)
     assert (check["missing"], check["not_visible"]) == (1, 0)
     assert check["size_bytes"] == full - 10 and check["files"] == [{"file": "media.r0.pack", "size_bytes": full - 10}]
+
+
+def test_a_media_record_is_read_from_its_own_sessions_pack(tmp_path):
+    """Two sessions' packs hold blobs at equal offsets and lengths: each record's bytes
+    come from its session's pack, and a record without its session is refused when the
+    reference is ambiguous rather than answered with another record's image."""
+    import numpy as np
+    import pytest
+
+    import nblog as nb
+
+    for value in (7, 9):
+        run = nb.init("p", run_id="packs-00000001", root=str(tmp_path), resume="auto", system=False, _environ={})
+        run.add_image("img", np.full((4, 4), value, np.uint8), step=value)
+        run.finish()
+    assert sorted(n for n in os.listdir(run.dir) if n.endswith(".pack")) == ["media.r0.pack", "media.r0.s1.pack"]
+    reader = nb.RunReader(run.dir)
+    rows = list(reader.media().iter_rows(named=True))
+    assert [(r["session"], r["offset"]) for r in rows] == [(0, 28), (1, 28)]
+    assert [int(np.asarray(reader.image(r)).max()) for r in rows] == [7, 9]
+    if rows[0]["length"] == rows[1]["length"]:
+        with pytest.raises(ValueError, match="pass its session"):
+            reader.media_bytes({k: rows[1][k] for k in ("rank", "offset", "length", "kind")})
