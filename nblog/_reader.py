@@ -518,7 +518,8 @@ class RunReader:
     ) -> pl.DataFrame:
         """Media records, without their bytes: columns rank, session, step, tag, kind
         ("image", "histogram", "audio"), format ("png", "jpeg", "wav", "histogram"),
-        wall_time, offset, length (of the blob in ``media.r<rank>.pack``), width,
+        wall_time, offset, length (of the blob in the session's media pack:
+        ``media.r<rank>.s<session>.pack`` when it exists, else ``media.r<rank>.pack``), width,
         height, channels, sample_rate, bins, caption (null where a kind has none) and
         meta (all metadata as a JSON string); plus hidden with ``include_hidden=True``.
         Schema: ``nblog._media_read.MEDIA_SCHEMA``. Reads no media bytes."""
@@ -528,10 +529,13 @@ class RunReader:
 
     def media_bytes(self, record) -> bytes:
         """The stored bytes of one media record (a row of :meth:`media` as a dict, or a
-        one-row frame): a PNG, JPEG or WAV file, or a histogram blob.
+        one-row frame): a PNG, JPEG or WAV file, or a histogram blob. Give the record's
+        ``session`` (rows of :meth:`media` have it): without it, a run whose sessions
+        wrote packs of their own is searched for the one reference with that offset.
 
         Raises:
             BlobError: the blob is missing or fails its checksum (never wrong bytes).
+            ValueError: no session given and several sessions have such a reference.
             OSError: the media pack cannot be read.
         """
         from ._media_read import media_bytes
