@@ -84,6 +84,10 @@ class Timer:
     def __exit__(self, *exc) -> None:
         seconds = _perf() - self._t0
         run = self._run
+        if run._finished:  # a timer made before finish (a decorated function) used after it
+            if not run._inert:
+                run._after_finish("timer")
+            return None
         step = self._step  # checked by Run.timer
         if step is None:
             step = run._step
@@ -171,6 +175,7 @@ class Run(MediaMixin):
         self._make_writer = make_writer
         self._writer: Writer | None = None
         self._finished = False
+        self._inert = False  # a forked child's or an unpickled copy: silent, never warns
         self._t0 = _mono_ns()
         # the current step: the last one given to or counted by add_scalar; None until
         # then, so a timer or text before a resumed session's first step waits for it
@@ -543,6 +548,7 @@ class Run(MediaMixin):
     def _forked(self) -> None:
         """In a child forked from this process: become a no-op, never touch the files."""
         self._finished = True
+        self._inert = True
         self._disable()
         if self._writer is not None:
             self._writer.forget()
@@ -675,6 +681,7 @@ def _inert_copy(state: dict) -> Run:
     """A Run that logs nothing and never touches files: what an unpickled Run becomes."""
     run = Run(**state, is_logging=False, timing_all_ranks=False, strict=False, make_writer=None)
     run._finished = True
+    run._inert = True
     run._disable()
     return run
 

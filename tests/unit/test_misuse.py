@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -79,6 +80,38 @@ def test_after_a_with_block_the_run_warns_too(root, caplog):
         run.add_scalar("loss", 1.0)
     run.add_scalar("loss", 2.0)
     assert len(messages(caplog, "run.add_scalar() called after run.finish()")) == 1
+
+
+def test_a_decorated_timer_called_after_finish_warns_and_keeps_nothing(make_run, caplog):
+    caplog.set_level(logging.WARNING, "nblog")
+    run = make_run()
+
+    @run.timer("time/eval", step=1)
+    def evaluate():
+        return 42
+
+    assert evaluate() == 42
+    run.finish()
+    assert evaluate() == 42  # still runs the function
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(100_000):
+            evaluate()
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert grown < 100_000  # 24 bytes a call would pile up in a buffer no writer drains
+    assert len(messages(caplog, "run.timer() called after run.finish()")) == 1
+    assert nb.RunReader(run.dir).timers()["step"].to_list() == [1]
+
+
+def test_a_decorated_timer_after_finish_raises_in_strict_mode(make_run):
+    run = make_run(strict=True)
+    timed = run.timer("t", step=0)(lambda: None)
+    run.finish()
+    with pytest.raises(nb.StrictModeError, match="run.timer"):
+        timed()
 
 
 def test_a_step_going_back_is_stored_and_warned_once_per_tag(make_run, caplog):
