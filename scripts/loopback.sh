@@ -24,9 +24,10 @@ set -euo pipefail
 if [ "${_NB_LOOPBACK_NSS:-}" != "" ]; then   # inside the new namespaces: set up, become CMD
   nss=$_NB_LOOPBACK_NSS
   unset _NB_LOOPBACK_NSS
-  ip link set lo up
-  if [ -s "$nss" ]; then mount --bind "$nss" /etc/nsswitch.conf; fi
+  # the lookup setting is a nicety (quiet logs): its failure must not stop CMD
+  if [ -s "$nss" ]; then mount --bind "$nss" /etc/nsswitch.conf 2>/dev/null || true; fi
   rm -f "$nss"
+  ip link set lo up
   exec "$@"
 fi
 
