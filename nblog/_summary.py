@@ -16,7 +16,7 @@ import numpy as np
 
 from . import _format as F
 from ._catalog import run_summary
-from ._media_read import pack_path
+from ._media_read import pack_check
 from ._reader import RunReader
 from ._select import tag_matcher
 from ._tail import json_number
@@ -199,7 +199,8 @@ def overview(reader: RunReader, tags: str | Iterable[str] | None = None) -> dict
     pending_bytes, unknown_frames), media (:func:`media_pack` per rank that logged
     media), machines (:meth:`RunReader.machines` plus system_tags), tags
     (:func:`tag_table`), dropped (counter → points dropped, all ranks and sessions),
-    problems (skipped_bytes, unknown_frames, pending_bytes, media_missing).
+    problems (skipped_bytes, unknown_frames, pending_bytes, media_missing, media_not_visible:
+    records of a session still writing whose bytes this machine does not see yet).
     """
     meta = reader.meta
     files = []
@@ -266,6 +267,7 @@ def overview(reader: RunReader, tags: str | Iterable[str] | None = None) -> dict
         if pack is not None:
             media.append(pack)
             problems["media_missing"] += pack["missing"]
+            problems["media_not_visible"] += pack["not_visible"]
     machines = []
     for m in reader.machines():
         m = dict(m)
@@ -287,28 +289,18 @@ def overview(reader: RunReader, tags: str | Iterable[str] | None = None) -> dict
         "tags": tag_table(reader, ranks, tags),
         "dropped": dict(sorted(dropped.items())),
         "problems": {k: problems.get(k, 0) for k in ("skipped_bytes", "pending_bytes", "unknown_frames",
-                                                     "media_missing")},
+                                                     "media_missing", "media_not_visible")},
     }
 
 
 def media_pack(reader: RunReader, rank: int) -> dict | None:
-    """The media pack of ``rank``, checked against its references without reading a
-    blob: rank, file, size_bytes (None when the pack is missing), records (every
-    reference, hidden ones too) and missing (references to bytes past the end of the
-    pack: deleted or truncated). None when the rank logged no media. Blob checksums
-    are verified when blobs are read (``nb media -o``, :meth:`RunReader.image`)."""
-    recs = reader.media(rank=rank, include_hidden=True)
-    if not len(recs):
-        return None
-    path = pack_path(reader, rank)
-    try:
-        size = os.stat(path).st_size
-    except OSError:
-        size = None
-    ends = (recs["offset"] + recs["length"]).to_numpy()
-    missing = len(recs) if size is None else int((ends > size).sum())
-    return {"rank": rank, "file": os.path.basename(path), "size_bytes": size, "records": len(recs),
-            "missing": missing}
+    """The media packs of ``rank`` checked against their references without reading a
+    blob; None when the rank logged no media. The one check is
+    :func:`nblog._media_read.pack_check` (sizes from ``fstat`` of each open pack;
+    ``missing`` for sessions that ended, ``not_visible`` for a session still writing).
+    Blob checksums are verified when blobs are read (``nb media -o``,
+    :meth:`RunReader.image`)."""
+    return pack_check(reader, rank)
 
 
 def timer_report(

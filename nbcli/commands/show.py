@@ -164,6 +164,8 @@ def show(run: RunArg, tags: Tags = None, root: Root = None, as_json: Json = Fals
         warn(f"{p['unknown_frames']} records of a newer format version were skipped")
     if p["media_missing"]:
         warn(f"{p['media_missing']} media records point past the end of their pack (deleted or truncated)")
+    if p["media_not_visible"]:
+        note(f"{p['media_not_visible']} media records of a session still writing are not visible here yet")
 
 
 _MAX_CHANGES = 8  # changed keys spelt out per session; the rest counted

@@ -52,7 +52,8 @@ class MediaRecord:
 
     def row(self) -> dict:
         """The record as the row dict :meth:`nblog.RunReader.media_bytes` takes."""
-        return {"rank": self.rank, "offset": self.offset, "length": self.length, "kind": self.kind}
+        return {"rank": self.rank, "session": self.session, "offset": self.offset, "length": self.length,
+                "kind": self.kind}
 
 
 @dataclass

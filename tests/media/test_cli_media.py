@@ -162,3 +162,28 @@ def test_show_checks_media_packs_against_their_references(cli, logged):
     os.remove(path)
     info = show()
     assert info["media"][0]["size_bytes"] is None and info["media"][0]["missing"] == n
+
+
+def test_show_notes_a_live_sessions_unseen_media_instead_of_warning(cli, tmp_path):
+    """A pack seen short for a session still writing (a shared filesystem's cached size)
+    is "not visible yet", a note; nb show warned that records point past the end."""
+    import numpy as np
+
+    import nblog as nb
+
+    run = nb.init("p", run_id="live-00000001", root=str(tmp_path), system=False, _environ={})
+    for step in range(3):
+        run.add_image("img", np.zeros((4, 4), np.uint8), step=step)
+    run.flush()
+    pack = os.path.join(run.dir, "media.r0.pack")
+    os.truncate(pack, os.path.getsize(pack) - 10)
+    try:
+        result = cli("show", run.dir)
+        assert result.exit_code == 0, result.stderr
+        assert "past the end" not in result.stderr
+        assert "1 media records of a session still writing are not visible here yet" in result.stderr
+        info = json.loads(cli("show", run.dir, "--json").stdout)
+        assert info["problems"]["media_missing"] == 0 and info["problems"]["media_not_visible"] == 1
+    finally:
+        run.finish()
+    assert "past the end of their pack" in cli("show", run.dir).stderr
