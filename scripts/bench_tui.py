@@ -8,7 +8,7 @@ does), then, in a headless Textual app of 100×30:
 - time to first plot: from creating the app to the first plot with data on screen;
 - the same from the start of a new process doing what ``nb tui RUN`` does (reading
   starts before Textual is imported), for the run being written and for a copy of it
-  that is finished (ends with an END frame: its file is mapped instead of read);
+  that is finished (ends with an END frame);
 - CPU of one live refresh: 100 new steps appended, poll, until the plot shows them;
 - idle CPU: the app left polling every second on the finished run for 10 s;
 - peak memory (max RSS) of the process.
@@ -189,7 +189,7 @@ def main() -> None:
         r = asyncio.run(measure(run_dir, args.tags, args.steps))
         print(f"first plot:      {r['first_plot_s']:.2f} s wall, {r['first_plot_cpu_s']:.2f} s CPU   (target <= 1.5 s)")
         print(f"first plot, as `nb tui RUN` (new process, imports included): {proc_open:.2f} s for this run "
-              f"being written, {proc_done:.2f} s once finished (its file mapped, not read)")
+              f"being written, {proc_done:.2f} s once finished")
         print(f"live refresh:    {r['refresh_cpu_ms']:.0f} ms CPU, {r['refresh_wall_ms']:.0f} ms wall   "
               "(100 new steps x all tags; target <= 50 ms CPU)")
         print(f"idle:            {r['idle_cpu_percent']:.2f} % of one core   (target <= 2 %)")

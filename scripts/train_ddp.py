@@ -197,6 +197,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     else:
         run = nb.init(args.project, run_name=args.run_name, config=vars(args), root=args.root)
+    if rank == 0:  # at the start, so that a run that crashes has named itself
+        print(f"logging to run {run.id} (session {run.session}) in {run.dir}", flush=True)
 
     torch.manual_seed(args.seed)
     train, test = load_data(args.seed)

@@ -118,6 +118,9 @@ def test_resume_from_checkpoint_continues_the_run_with_a_clean_curve(tmp_path: P
     crashed = torchrun(tmp_path, *common, "--crash-at-step", "8", check=False)
     assert crashed.returncode != 0, crashed.stdout
     assert "simulated crash at step 8" in crashed.stdout + crashed.stderr
+    # the README tells the user to copy the id the crashed run printed
+    named = re.search(r"^logging to run (\S+) \(session 0\)", crashed.stdout, re.M)
+    assert named, crashed.stdout
     m = re.search(r"^epoch 1/2\s+step (\d+)", crashed.stdout, re.M)
     assert m, crashed.stdout
     per_epoch = int(m.group(1))  # the checkpoint's global step
@@ -127,7 +130,7 @@ def test_resume_from_checkpoint_continues_the_run_with_a_clean_curve(tmp_path: P
     run_id = run_id_of(resumed)
     assert f"resuming run {run_id} at epoch 1, step {per_epoch}" in resumed.stdout
     run_dirs = list((tmp_path / "runs" / "digits").iterdir())
-    assert [p.name for p in run_dirs] == [run_id]  # the same run, not a new one
+    assert [p.name for p in run_dirs] == [run_id] == [named.group(1)]  # the same run, not a new one
 
     r = nb.RunReader(run_dirs[0])
     assert len(r.sessions(0)) == 2
