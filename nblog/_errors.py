@@ -52,7 +52,7 @@ class FormatVersionError(NbError):
         self.known = known
         super().__init__(
             f"{path} uses event-log format version {version}; this nblog reads up to "
-            f"version {known}: upgrade nb to read it"
+            f"version {known}: upgrade nblog (pip install -U nblog) to read it"
         )
 
 
