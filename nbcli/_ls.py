@@ -20,6 +20,7 @@ from ._output import (
     data,
     emit_json,
     error,
+    fmt_config_value,
     fmt_duration,
     fmt_last_step,
     fmt_time,
@@ -46,18 +47,37 @@ def run_ls(
     statuses: Sequence[str] = (),
     root: str | None = None,
     as_json: bool = False,
+    where_expr: str | None = None,
+    columns: Sequence[str] = (),
+    sort: str | None = None,
+    desc: bool = False,
+    group: str | None = None,
+    argv: Sequence[str] | None = None,
 ) -> int:
     """List the runs under ``root`` (default ``$NB_DIR``, else ``./nb_runs``), newest
     first, keeping those of ``project``, whose name matches the glob ``name`` and whose
     status is one of ``statuses`` (all when empty); print them as a table or JSON.
+
+    ``where_expr`` (a SQL ``WHERE`` fragment), ``columns`` (keys to show), ``sort`` (a
+    key; ``desc`` for descending, or alone: oldest first) and ``group`` (a key) select
+    by fields, config keys and tag statistics (see :mod:`nblog._runs_query`, which
+    imports Polars: only these options load it).
 
     Returns the exit code: 1 when ``root`` is not a folder (it does not exist or is a
     file; a message on stderr, nothing on stdout, also with ``as_json``); 1 when
     ``project`` has no run there (a message on stderr names the projects that exist),
     except with ``as_json``, which prints ``[]`` and returns 0; otherwise 0, also when
     the filters leave nothing (a note on stderr).
+
+    ``argv`` is given on the fast path (:func:`fast_argv`): the words after ``ls``.
+    A usage error found while running (a bad expression, an unknown key) is then
+    reported by the Typer command run on the same words, which exits with status 2.
+
+    Raises:
+        nblog._runs_query.QueryError: a bad expression or an unknown key (a usage
+            error), unless ``argv`` is given.
     """
-    from nblog._catalog import default_root, list_runs
+    from nblog._catalog import default_root, list_runs, list_runs_meta
 
     root = root or default_root()
     where = os.path.abspath(root)
@@ -65,7 +85,12 @@ def run_ls(
         what = f"no runs of project {project!r}" if project is not None else "no runs"
         error(f"{what}: {where} {_missing(where)}", "pass --root DIR or set NB_DIR")
         return 1
-    rows = list_runs(root, project)
+    query = where_expr is not None or bool(columns) or sort is not None or group is not None
+    if query:
+        pairs = list_runs_meta(root, project)
+        rows = [r for r, _m in pairs]
+    else:
+        rows = list_runs(root, project)
     if project is not None and not rows and not as_json:
         _no_such_project(project, root)
         return 1
@@ -74,6 +99,22 @@ def run_ls(
     if statuses:
         wanted = set(statuses)
         rows = [r for r in rows if r["status"] in wanted]
+    if query:
+        from nblog._runs_query import QueryError
+
+        kept = {id(r) for r in rows}
+        try:
+            return _query_ls([p for p in pairs if id(p[0]) in kept], where, as_json, where_expr, columns, sort,
+                             desc, group)
+        except QueryError:
+            if argv is None:
+                raise
+        # Typer reports the usage error (and exits 2), as it does every other one
+        from ._tree import app
+
+        app(args=["ls", *argv], prog_name="nb")
+    if desc:
+        rows.reverse()
     if as_json:
         emit_json(rows)
         return 0
@@ -83,24 +124,127 @@ def run_ls(
     if not rows and out.rich:
         return 0
     now = time.time()
-    out.table(
-        _COLUMNS,
-        (
-            [
-                data(r["id"], "bold"),
-                data(r["project"]),
-                data(r["name"] if r["name"] is not None else "-"),
-                data(r["status"], _STATUS_STYLE.get(r["status"], "")),
-                r["ranks"],
-                r["sessions"],
-                fmt_last_step(r["last_step"], r["last_step_updated"], r["status"] == "running", now),
-                fmt_time(r["started"]),
-                fmt_duration(r["duration_s"]),
-            ]
-            for r in rows
-        ),
-    )
+    out.table(_COLUMNS, (_default_cells(r, now) for r in rows))
     return 0
+
+
+_SHOWN = ("id", "project", "name", "status", "ranks", "sessions", "last_step", "started", "duration_s", "duration")
+_TIMES = ("started", "last_write", "last_step_updated")
+
+
+def _query_ls(pairs: list, where: str, as_json: bool, where_expr: str | None, columns: Sequence[str],
+              sort: str | None, desc: bool, group: str | None) -> int:
+    """``nb ls`` with --where/--columns/--sort/--group: select with Polars, then print
+    the selected columns (``id`` first), or one row per group."""
+    from nblog._runs_query import RunsTable, groups, parse_where, select
+
+    table = RunsTable(pairs)
+    rows = select(table, where_expr, None if group is not None else sort, desc and group is None, columns)
+    if group is not None:
+        found = groups(table, rows, group, list(columns) or ([sort] if sort is not None else []), sort, desc)
+        if as_json:
+            emit_json(found)
+            return 0
+        if not found:
+            info(f"no runs match under {where}")
+        _print_groups(group, found)
+        return 0
+    named = list(parse_where(where_expr).meta.root_names()) if where_expr is not None else []
+    if sort is not None:
+        named.append(sort)
+    extra = [k for k in dict.fromkeys(named) if k not in _SHOWN]
+    if as_json:
+        if columns:
+            out = [{"id": table.pairs[i][0]["id"], **{k: table.value(i, k) for k in columns}} for i in rows]
+        else:
+            out = [{**table.pairs[i][0], **{k: table.value(i, k) for k in extra}} for i in rows]
+        emit_json(out)
+        return 0
+    if not rows:
+        info(f"no runs match under {where}")
+    output = Output()
+    if not rows and output.rich:
+        return 0
+    now = time.time()
+    if columns:
+        keys = ["id", *(k for k in columns if k != "id")]
+        head = [Column("ID"), *(Column(k, _numeric(table, rows, k)) for k in keys[1:])]
+        output.table(head, ([_cell(table, i, k, now) for k in keys] for i in rows))
+        return 0
+    head = _COLUMNS + [Column(k, _numeric(table, rows, k)) for k in extra]
+    output.table(head, ([*_default_cells(table.pairs[i][0], now), *(_cell(table, i, k, now) for k in extra)]
+                        for i in rows))
+    return 0
+
+
+def _numeric(table, rows: Sequence[int], key: str) -> bool:
+    """Whether a column of ``key`` holds numbers (right-aligned)."""
+    return key not in _TIMES and all(
+        v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in (table.value(i, key) for i in rows))
+
+
+def _cell(table, i: int, key: str, now: float):
+    """The cell of run ``i`` for ``key``, formatted as the default table formats it."""
+    row = table.pairs[i][0]
+    if key == "id":
+        return data(row["id"], "bold")
+    if key == "status":
+        return data(row["status"], _STATUS_STYLE.get(row["status"], ""))
+    if key == "last_step":
+        return fmt_last_step(row["last_step"], row["last_step_updated"], row["status"] == "running", now)
+    v = table.value(i, key)
+    if key in _TIMES:
+        return fmt_time(v)
+    if key in ("duration", "duration_s"):
+        return fmt_duration(v)
+    return _value_cell(v)
+
+
+def _value_cell(v: object):
+    if v is None or isinstance(v, str):
+        return data(v if v is not None else "-")
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return v
+    return data(fmt_config_value(v))
+
+
+def _print_groups(key: str, found: list[dict]) -> None:
+    """One row per group: the value, how many runs, and each value key's mean, min and
+    max (numbers) or distinct values."""
+    values = [k for k in (found[0] if found else {}) if k not in (key, "runs", "ids")]
+    head = [Column(key), Column("RUNS", True)]
+    for v in values:
+        if "values" in found[0][v]:
+            head.append(Column(v))
+        else:
+            head += [Column(f"{v} mean", True), Column(f"{v} min", True), Column(f"{v} max", True)]
+    lines = []
+    for g in found:
+        line = [_value_cell(g[key]), g["runs"]]
+        for v in values:
+            st = g[v]
+            if "values" in st:
+                line.append(data(", ".join(fmt_config_value(x) if not isinstance(x, str) else x for x in st["values"])))
+            else:
+                line += [st["mean"], st["min"], st["max"]]
+        lines.append(line)
+    Output().table(head, lines)
+
+
+def _default_cells(r: dict, now: float) -> list:
+    return [
+        data(r["id"], "bold"),
+        data(r["project"]),
+        data(r["name"] if r["name"] is not None else "-"),
+        data(r["status"], _STATUS_STYLE.get(r["status"], "")),
+        r["ranks"],
+        r["sessions"],
+        fmt_last_step(r["last_step"], r["last_step_updated"], r["status"] == "running", now),
+        fmt_time(r["started"]),
+        fmt_duration(r["duration_s"]),
+    ]
 
 
 def _missing(path: str) -> str:
@@ -132,7 +276,9 @@ def _no_such_project(project: str, root: str) -> None:
 # -- the fast path ------------------------------------------------------------------------
 
 _VALUED = {"--project": "project_opt", "-p": "project_opt", "--name": "name", "--status": "status",
-           "-s": "status", "--root": "root"}
+           "-s": "status", "--root": "root", "--where": "where_expr", "-w": "where_expr", "--columns": "columns",
+           "-c": "columns", "--sort": "sort", "--group": "group", "-g": "group"}
+_QUERY = ("where_expr", "sort", "group")
 
 
 def fast_argv(argv: Sequence[str]) -> dict | None:
@@ -140,10 +286,16 @@ def fast_argv(argv: Sequence[str]) -> dict | None:
     only of forms this parser is sure about: at most one PROJECT; ``--project``/``-p``,
     ``--name``, ``--status``/``-s`` (a known status, repeatable) and ``--root`` with a
     value as the next word or, for the long forms, after ``=``; ``--json``; ``--``.
+    The query options ``--where``/``-w``, ``--columns``/``-c`` (comma-separated,
+    repeatable), ``--sort``, ``--desc`` and ``--group``/``-g`` are understood too; their
+    keys are in the result only when given (a bad expression is found later: see
+    :func:`nbcli.app._fast`).
     A value that starts with ``-``, an unknown option, ``--help``, bundled short options
-    and every usage error (PROJECT and --project differ, a bad project name) give None,
-    for Typer to handle. The last of a repeated option wins, as in Click."""
-    opts: dict = {"project_opt": None, "name": None, "root": None}
+    and every usage error (PROJECT and --project differ, a bad project name, an empty
+    key) give None, for Typer to handle. The last of a repeated option wins, as in Click."""
+    opts: dict = {"project_opt": None, "name": None, "root": None, "where_expr": None, "sort": None, "group": None}
+    columns: list[str] | None = None
+    desc = False
     statuses: list[str] = []
     positional: list[str] = []
     as_json = False
@@ -163,6 +315,9 @@ def fast_argv(argv: Sequence[str]) -> dict | None:
         if word == "--json":
             as_json = True
             continue
+        if word == "--desc":
+            desc = True
+            continue
         key, eq, value = word.partition("=")
         if eq and not key.startswith("--"):
             return None
@@ -180,6 +335,13 @@ def fast_argv(argv: Sequence[str]) -> dict | None:
             if value not in STATUSES:
                 return None
             statuses.append(value)
+        elif dest == "columns":
+            keys = [k.strip() for k in value.split(",") if k.strip()]
+            if not keys:
+                return None
+            columns = (columns or []) + keys
+        elif dest in ("sort", "group") and not value.strip():
+            return None
         else:
             opts[dest] = value
     if len(positional) > 1:
@@ -191,8 +353,16 @@ def fast_argv(argv: Sequence[str]) -> dict | None:
     project = project or project_opt
     if bad_project(project):
         return None
-    return {"project": project, "name": opts["name"], "statuses": statuses, "root": opts["root"],
+    args = {"project": project, "name": opts["name"], "statuses": statuses, "root": opts["root"],
             "as_json": as_json}
+    args.update({k: opts[k] for k in _QUERY if opts[k] is not None})
+    if columns:
+        args["columns"] = columns
+    if desc:
+        args["desc"] = True
+    if len(args) > 5:  # a query: an error in it is reported by Typer, from the same words
+        args["argv"] = list(argv)
+    return args
 
 
 __all__ = ["STATUSES", "bad_project", "fast_argv", "run_ls"]

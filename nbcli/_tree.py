@@ -15,7 +15,7 @@ from typer.core import TyperGroup
 
 from . import __version__
 from .app import report
-from .commands import export, ls, media, resume_id, show, tail, timers, tui
+from .commands import diff, export, ls, media, resume_id, show, tail, timers, tui
 
 
 class NbGroup(TyperGroup):
@@ -77,5 +77,6 @@ def _root(
 
 for _module in (ls, show, tail, export, timers, resume_id, media, tui):
     _module.register(app)
+diff.register(app)
 
 __all__ = ["NbGroup", "app"]

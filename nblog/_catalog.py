@@ -10,7 +10,7 @@ import os
 import time
 from collections.abc import Mapping
 
-from ._errors import AmbiguousRunError, RunNotFoundError
+from ._errors import AmbiguousRunError, NbError, RunNotFoundError
 from ._runfile import RUN_JSON, parse_event_file_name, read_json_file
 
 STALE_AFTER_S = 180.0  # a "running" run with no write for this long is "stale" (3 heartbeats)
@@ -106,10 +106,11 @@ def run_summary(run_dir: str, now: float | None = None, stale_after: float = STA
     return row
 
 
-def _summary(run_dir: str, now: float, stale_after: float, only_runs: bool) -> dict | None:
+def _summary(run_dir: str, now: float, stale_after: float, only_runs: bool, metas: list | None = None) -> dict | None:
     """:func:`run_summary` of an absolute path; None if ``only_runs`` and it holds
     neither run.json nor an event log. One directory listing, one stat per event log
-    or media file, and run.json opened once (its stat taken from the open file)."""
+    or media file, and run.json opened once (its stat taken from the open file).
+    ``metas``, when given, gets the parsed run.json (``{}`` when unreadable) appended."""
     ranks: set[int] = set()
     last_write = 0.0
     size = 0
@@ -150,6 +151,8 @@ def _summary(run_dir: str, now: float, stale_after: float, only_runs: bool) -> d
             if st.st_mtime > last_write:
                 last_write = st.st_mtime
     meta = meta or {}
+    if metas is not None:
+        metas.append(meta)
     sessions = meta.get("sessions") or []
     status = meta.get("status") or "unknown"
     if status == "running" and last_write and now - last_write > stale_after:
@@ -196,13 +199,21 @@ def _summary(run_dir: str, now: float, stale_after: float, only_runs: bool) -> d
 
 def list_runs(root: str | os.PathLike | None = None, project: str | None = None) -> list[dict]:
     """Summaries (:func:`run_summary`) of every run under ``root``, newest first."""
+    return [row for row, _meta in list_runs_meta(root, project)]
+
+
+def list_runs_meta(root: str | os.PathLike | None = None, project: str | None = None) -> list[tuple[dict, dict]]:
+    """``(summary, run.json)`` of every run under ``root``, newest first: the rows of
+    :func:`list_runs` with each run's parsed ``run.json`` (``{}`` when it is missing or
+    not a JSON object), read once for both."""
     root = os.path.abspath(os.fspath(root) if root is not None else default_root())
-    rows = []
+    pairs: list[tuple[dict, dict]] = []
     try:
         projects = [project] if project is not None else sorted(os.listdir(root))
     except OSError:
         return []
     now = time.time()
+    metas: list[dict] = []
     for p in projects:
         try:
             with os.scandir(os.path.join(root, p)) as it:
@@ -210,8 +221,72 @@ def list_runs(root: str | os.PathLike | None = None, project: str | None = None)
         except OSError:
             continue
         for path in dirs:
-            row = _summary(path, now, STALE_AFTER_S, True)
+            row = _summary(path, now, STALE_AFTER_S, True, metas)
             if row is not None:
-                rows.append(row)
-    rows.sort(key=lambda r: (r["started"] or 0.0, r["id"]), reverse=True)
-    return rows
+                pairs.append((row, metas[-1]))
+    pairs.sort(key=lambda rm: (rm[0]["started"] or 0.0, rm[0]["id"]), reverse=True)
+    return pairs
+
+
+#: The statistics of a tag summary (run.json ``summary``, see nb-format(5)).
+SUMMARY_STATS = ("last", "step", "min", "max")
+
+
+def _summary_number(value: object) -> float | None:
+    """A summary value as a float: JSON numbers, and "nan"/"inf"/"-inf" (run.json holds
+    no bare NaN); None for anything else."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if value in ("nan", "inf", "-inf"):
+        return float(value)
+    return None
+
+
+def tag_summaries(run_dir: str, meta: Mapping | None = None) -> dict[str, dict]:
+    """Per scalar tag of rank 0: ``{"last", "step", "min", "max"}`` (floats, and the
+    int step of the last value; None where unknown).
+
+    From ``run.json``'s ``summary`` object when the run has one (``meta`` is the parsed
+    run.json, read again when None), else computed from rank 0's event logs through
+    :class:`nblog.RunReader` (visible points only: a resume hides what it replaces):
+    last is the value of the last record at the largest step, min and max ignore NaN.
+    Imports polars only in the second case. A run whose logs cannot be read has {}.
+    """
+    if meta is None:
+        meta, _st = read_json_file(os.path.join(run_dir, RUN_JSON))
+        meta = meta or {}
+    stored = meta.get("summary")
+    if isinstance(stored, dict):
+        out = {}
+        for tag, st in stored.items():
+            if isinstance(tag, str) and isinstance(st, dict):
+                step = st.get("step")
+                out[tag] = {"last": _summary_number(st.get("last")),
+                            "step": step if isinstance(step, int) and not isinstance(step, bool) else None,
+                            "min": _summary_number(st.get("min")), "max": _summary_number(st.get("max"))}
+        return out
+    return _summaries_from_logs(run_dir)
+
+
+def _summaries_from_logs(run_dir: str) -> dict[str, dict]:
+    import polars as pl
+
+    from ._reader import RunReader
+
+    try:
+        frame = RunReader(run_dir).scalars(rank=0)
+    except (OSError, ValueError, NbError):
+        return {}
+    if not len(frame):
+        return {}
+    value = pl.col("value")
+    agg = (
+        frame.with_row_index("_i")
+        .sort("step", "_i")
+        .group_by("tag", maintain_order=True)
+        .agg(pl.col("value").last().alias("last"), pl.col("step").last().alias("step"),
+             value.filter(~value.is_nan()).min().alias("min"), value.filter(~value.is_nan()).max().alias("max"))
+    )
+    return {r["tag"]: {k: r[k] for k in SUMMARY_STATS} for r in agg.iter_rows(named=True)}

@@ -36,6 +36,30 @@ def ls(
         list[Status] | None,
         typer.Option("--status", "-s", help="Only runs with this status; repeat for several.", show_default=False),
     ] = None,
+    where: Annotated[
+        str | None,
+        typer.Option("--where", "-w", metavar="EXPR", show_default=False,
+                     help="Only runs for which this SQL WHERE fragment is true, e.g. "
+                          "\"optim.lr < 3e-4 and train/loss.min < 0.1 and status = 'finished'\" (see below)."),
+    ] = None,
+    columns: Annotated[
+        list[str] | None,
+        typer.Option("--columns", "-c", metavar="KEYS", show_default=False,
+                     help="Show the run id and these keys (comma-separated; repeatable) instead of the "
+                          "default columns; --json carries the same."),
+    ] = None,
+    sort: Annotated[
+        str | None,
+        typer.Option("--sort", metavar="KEY", show_default=False,
+                     help="Sort by this key, smallest first (runs without it last)."),
+    ] = None,
+    desc: Annotated[bool, typer.Option("--desc", help="Sort descending (alone: oldest run first).")] = False,
+    group: Annotated[
+        str | None,
+        typer.Option("--group", "-g", metavar="KEY", show_default=False,
+                     help="One row per value of this key: how many runs, and the mean/min/max of each "
+                          "number of --columns (or --sort)."),
+    ] = None,
     root: Root = None,
     as_json: Json = False,
 ) -> None:
@@ -43,14 +67,44 @@ def ls(
 
     Status is running, finished or failed as run.json says, or stale: still "running" but
     nothing written for longer than 3 minutes (live writers record a heartbeat every minute).
-    Reads run.json and file sizes and times only, never the event logs.
+    Reads run.json and file sizes and times only, never the event logs (but see tags below).
+
+    Keys of --where, --columns, --sort and --group: a field (id, project, name, status,
+    ranks, world_size, sessions, last_step, started and last_write in unix seconds,
+    duration in seconds, size_bytes, path); a config key, nested keys joined with dots
+    (optim.lr; config.KEY when a field has its name); or a scalar tag of rank 0: TAG is
+    its last value, TAG.last, TAG.step (step of the last value), TAG.min, TAG.max. Tag
+    values come from run.json, or, for runs without a summary there, from the event
+    logs of the runs the rest of --where leaves.
+
+    --where is SQL as Polars reads it (=, <>, <, and, or, not, in (...), between,
+    like, is null, ...): text in single quotes ('failed'); a bare word with . or /
+    (optim.lr, train/loss.min) is one key, so divide with spaces (a / b); put other
+    keys in double quotes ("val/top-1" > 0.9). A bad expression or an unknown key is a
+    usage error (exit 2).
     """
     if project and project_opt and project != project_opt:
         raise typer.BadParameter(f"PROJECT {project!r} and --project {project_opt!r} differ", param_hint="--project")
     project = project or project_opt
     if bad_project(project):
         raise typer.BadParameter(f"{project!r} is not a project name", param_hint="PROJECT")
-    code = run_ls(project, name, [s.value for s in status or ()], root, as_json)
+    keys = [k.strip() for c in columns or () for k in c.split(",") if k.strip()]
+    if columns is not None and not keys:
+        raise typer.BadParameter("no key given", param_hint="--columns")
+    for opt, key in (("--sort", sort), ("--group", group)):
+        if key is not None and not key.strip():
+            raise typer.BadParameter("no key given", param_hint=opt)
+    if where is not None or keys or sort is not None or group is not None:
+        from nblog._runs_query import QueryError
+
+        try:
+            code = run_ls(project, name, [s.value for s in status or ()], root, as_json, where, keys, sort, desc,
+                          group)
+        except QueryError as exc:
+            raise typer.BadParameter(exc.message + (f" (hint: {exc.hint})" if exc.hint else ""),
+                                     param_hint=exc.option) from None
+    else:
+        code = run_ls(project, name, [s.value for s in status or ()], root, as_json, desc=desc)
     if code:
         raise typer.Exit(code)
 

@@ -1,0 +1,202 @@
+"""What ``nb diff RUN_A RUN_B [RUN_C...]`` reports: how runs differ, as one JSON-able dict.
+
+The first run is the base. Sections:
+
+- config: every leaf key (nested keys dotted) whose value is not the same in every run:
+  "added" (not in the base, in another run), "removed" (in the base, missing from
+  another run) or "changed";
+- environment: world size, writing ranks, machines and hosts, launcher, job id and
+  where ids came from, versions (nblog, format, and the OS / GPU driver of the machines
+  when system metrics were on);
+- sessions: how many, and per session number its host, world size, steps, end reason;
+- tags: the last value (and its step), min and max of each scalar tag of rank 0 every
+  run has, and the tags only some runs have.
+
+``differ`` says whether a difference that is counted was found: config, environment
+and session fields count, except those that differ between any two runs by nature
+(job id, hosts, times, durations); tag values never count (two runs of one config
+rarely log equal floats), a tag missing from some runs does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ._catalog import run_summary, tag_summaries
+from ._reader import RunReader
+from ._runs_query import flat_config
+
+_ABSENT = object()
+#: (key, label, counted) of the environment section, in order
+ENV_FIELDS = (
+    ("world_size", "world size", True),
+    ("ranks", "writing ranks", True),
+    ("machines", "machines", True),
+    ("hosts", "hosts", False),
+    ("launcher", "launcher", True),
+    ("job_id", "job id", False),
+    ("job_id_source", "job id from", True),
+    ("run_id_source", "run id from", True),
+    ("nblog_version", "nblog version", True),
+    ("format_version", "format version", True),
+    ("os", "os", True),
+    ("gpus", "gpus", True),
+    ("driver_version", "gpu driver", True),
+)
+#: (key, label, counted) of each session in the sessions section
+SESSION_FIELDS = (
+    ("start", "started", False),
+    ("host", "host", False),
+    ("world_size", "world size", True),
+    ("first_step", "first step", True),
+    ("last_step", "last step", True),
+    ("end_reason", "end reason", True),
+    ("duration_s", "duration", False),
+)
+
+
+def label(i: int) -> str:
+    """The label of the ``i``-th run: A, B, ..., Z, then R27, R28, ..."""
+    return chr(ord("A") + i) if i < 26 else f"R{i + 1}"
+
+
+def _same(values: Sequence[object]) -> bool:
+    first = values[0]
+    return all(v == first and type(v) is type(first) for v in values[1:])
+
+
+def config_diff(configs: Sequence[object]) -> tuple[list[dict], int]:
+    """The leaves of the nested ``configs`` that differ (base: the first), and how many
+    leaves are the same in all. Each entry: key (dotted), change ("added", "removed",
+    "changed"), present (per run: whether it has the key), values (per run; None when
+    absent)."""
+    flats = [flat_config(c) for c in configs]
+    keys = sorted(set().union(*flats), key=str)
+    out, equal = [], 0
+    for key in keys:
+        vals = [f.get(key, _ABSENT) for f in flats]
+        if _same(vals):
+            equal += 1
+            continue
+        present = [v is not _ABSENT for v in vals]
+        change = "added" if not present[0] else "removed" if not all(present) else "changed"
+        out.append({"key": key, "change": change, "present": present,
+                    "values": [None if v is _ABSENT else v for v in vals]})
+    return out, equal
+
+
+def _environment(reader: RunReader, row: dict) -> dict:
+    meta = reader.meta
+    machines = reader.machines()
+    hosts = meta.get("hosts") if isinstance(meta.get("hosts"), list) else []
+
+    def distinct(key: str) -> str | None:
+        found = sorted({str(m[key]) for m in machines if m.get(key) not in (None, "")})
+        return ", ".join(found) or None
+
+    gpus = [m["gpus"] for m in machines if isinstance(m.get("gpus"), list)]
+    return {
+        "world_size": meta.get("world_size"),
+        "ranks": row["ranks"],
+        "machines": len(set(map(str, hosts))) or None,
+        "hosts": ", ".join(sorted(set(map(str, hosts)))) or None,
+        "launcher": meta.get("launcher"),
+        "job_id": meta.get("job_id"),
+        "job_id_source": meta.get("job_id_source"),
+        "run_id_source": meta.get("run_id_source"),
+        "nblog_version": meta.get("nblog_version"),
+        "format_version": meta.get("format_version"),
+        "os": distinct("os"),
+        "gpus": sum(len(g) for g in gpus) if gpus else None,
+        "driver_version": distinct("driver_version"),
+    }
+
+
+def _sessions(meta: dict) -> list[dict]:
+    return [s for s in meta.get("sessions") or [] if isinstance(s, dict)]
+
+
+def diff_runs(runs: Sequence[str], root: str | None = None) -> dict:
+    """How the runs ``runs`` (ids, prefixes, paths: as :class:`RunReader` takes them)
+    differ; see the module docstring for the sections.
+
+    Keys: runs (label, id, project, name, status, path), differ (bool), config
+    (changes: :func:`config_diff`'s entries, equal: how many leaves are the same),
+    environment (per field of :data:`ENV_FIELDS`: field, label, values, differs,
+    counted), sessions (count: per run; fields: per session number and field of
+    :data:`SESSION_FIELDS`: session, field, label, values (None where the run has no
+    such session), differs, counted), tags (common: tag, last, step, min, max (lists,
+    one per run; non-finite values as floats), differs; only_some: tag, runs (labels
+    of the runs that have it)).
+
+    Raises:
+        RunNotFoundError, AmbiguousRunError: a run is not found.
+        ValueError: fewer than two runs.
+    """
+    if len(runs) < 2:
+        raise ValueError("nb diff needs at least two runs")
+    readers = [RunReader(r, root) for r in runs]
+    rows = [run_summary(r.dir) for r in readers]
+    metas = [r.meta for r in readers]
+    counted = False
+
+    out_runs = [{"label": label(i), "id": row["id"], "project": row["project"], "name": row["name"],
+                 "status": row["status"], "path": row["path"]} for i, row in enumerate(rows)]
+    changes, equal = config_diff([m.get("config") if isinstance(m.get("config"), dict) else {} for m in metas])
+    counted |= bool(changes)
+
+    envs = [_environment(r, row) for r, row in zip(readers, rows, strict=True)]
+    environment = []
+    for key, name, count in ENV_FIELDS:
+        vals = [e[key] for e in envs]
+        differs = not _same(vals)
+        counted |= differs and count
+        environment.append({"field": key, "label": name, "values": vals, "differs": differs, "counted": count})
+
+    sess = [_sessions(m) for m in metas]
+    counts = [len(s) for s in sess]
+    counted |= not _same(counts)
+    numbers = sorted({s.get("session") for ss in sess for s in ss if isinstance(s.get("session"), int)})
+    fields = []
+    for n in numbers:
+        by_run = [next((s for s in ss if s.get("session") == n), None) for ss in sess]
+        for key, name, count in SESSION_FIELDS:
+            vals = [None if s is None else s.get(key) for s in by_run]
+            differs = not _same(vals)
+            counted |= differs and count
+            fields.append({"session": n, "field": key, "label": name, "values": vals, "differs": differs,
+                           "counted": count})
+
+    sums = [tag_summaries(r.dir, m) for r, m in zip(readers, metas, strict=True)]
+    all_tags = sorted(set().union(*sums))
+    common, only = [], []
+    for tag in all_tags:
+        have = [tag in s for s in sums]
+        if not all(have):
+            only.append({"tag": tag, "runs": [label(i) for i, h in enumerate(have) if h]})
+            continue
+        entry: dict = {"tag": tag}
+        for stat in ("last", "step", "min", "max"):
+            entry[stat] = [s[tag].get(stat) for s in sums]
+        entry["differs"] = any(not _same_numbers(entry[stat]) for stat in ("last", "step", "min", "max"))
+        common.append(entry)
+    counted |= bool(only)
+    return {
+        "runs": out_runs,
+        "differ": counted,
+        "config": {"changes": changes, "equal": equal},
+        "environment": environment,
+        "sessions": {"count": counts, "fields": fields},
+        "tags": {"common": common, "only_some": only},
+    }
+
+
+def _same_numbers(values: Sequence[object]) -> bool:
+    """Equal, NaN counting as equal to NaN."""
+    def key(v: object) -> object:
+        return "nan" if isinstance(v, float) and v != v else v
+
+    return len({key(v) for v in values}) == 1
+
+
+__all__ = ["ENV_FIELDS", "SESSION_FIELDS", "config_diff", "diff_runs", "label"]
