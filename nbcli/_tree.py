@@ -77,6 +77,8 @@ def _root(
 
 for _module in (ls, show, tail, export, timers, resume_id, media, tui):
     _module.register(app)
+plot_cmd.register(app)  # nb plot
+report_cmd.register(app)  # nb report
 diff.register(app)
 
 __all__ = ["NbGroup", "app"]

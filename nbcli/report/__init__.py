@@ -1,0 +1,31 @@
+"""``nb report``'s page: data from runs (:mod:`._data`, with :mod:`._series` for long
+series) and one self-contained HTML file (:mod:`._html`). ``nb plot`` shares
+:mod:`._series` (smoothing, buckets, bands across ranks)."""
+
+from __future__ import annotations
+
+
+def write_report(readers: list, path: str, title: str | None = None) -> int:
+    """Write the report of ``readers`` (:class:`nblog.RunReader` objects) to ``path``.
+
+    Returns:
+        The size of the file written, in bytes.
+
+    Raises:
+        OSError: ``path`` cannot be written.
+    """
+    import os
+
+    from ._data import build
+    from ._html import render
+
+    text = render(build(readers), title or "nb report: " + ", ".join(r.id for r in readers))
+    raw = text.encode("utf-8")
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "wb") as f:
+        f.write(raw)
+    os.replace(tmp, path)
+    return len(raw)
+
+
+__all__ = ["write_report"]

@@ -1,0 +1,241 @@
+"""Series for figures and reports: points of a tag → smoothed, bucketed lines and bands.
+
+One concern: turning long point frames (``RunReader.scalars`` / ``timers``, with
+``all_ranks=True`` or one rank) into a few thousand numbers to draw, without losing
+what matters to the eye:
+
+- :func:`smooth` is the debiased exponential moving average (TensorBoard's smoothing
+  slider), computed per rank on the full series, before any bucketing.
+- :class:`Grid` cuts the x axis into at most ``max_buckets`` buckets. When there are
+  no more distinct x values than that, each value is its own bucket (nothing is
+  merged). Each bucket keeps the mean, the min and the max of its finite points, so a
+  single-step spike at step 1.3M of 2M is still the max of its bucket.
+- :func:`band` turns per-rank buckets into the line of one run: the median across
+  ranks of the ranks' bucket means, with the min of the mins and the max of the maxes
+  as its band, and names the rank that lies farthest from the median.
+- :func:`nonfinite` lists the NaN and ±inf points, which the line leaves out and
+  viewers mark instead (never dropped silently).
+
+Everything here works on frames with columns ``rank``, ``x`` and ``value``; the
+callers choose x (step, wall time or active time).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+MAX_NONFINITE = 200  # non-finite points listed per series (the total is always given)
+
+
+@dataclass(frozen=True)
+class Grid:
+    """Buckets of an x axis.
+
+    Attributes:
+        exact: the distinct x values, sorted, when each is its own bucket; else None.
+        lo: the first bucket's start (grid mode).
+        width: the width of a bucket in x units (grid mode).
+        count: the number of buckets.
+    """
+
+    exact: np.ndarray | None
+    lo: float
+    width: float
+    count: int
+
+    @property
+    def bucketed(self) -> bool:
+        """True when buckets hold several x values (the line is a summary)."""
+        return self.exact is None
+
+    def x(self) -> np.ndarray:
+        """Each bucket's x: the value itself, or the bucket's start."""
+        if self.exact is not None:
+            return self.exact
+        return self.lo + self.width * np.arange(self.count, dtype=np.float64)
+
+    def assign(self, x: np.ndarray) -> np.ndarray:
+        """The bucket index (int64) of each value of ``x``."""
+        if self.exact is not None:
+            return np.searchsorted(self.exact, x).astype(np.int64)
+        idx = np.floor((np.asarray(x, np.float64) - self.lo) / self.width).astype(np.int64)
+        return np.clip(idx, 0, self.count - 1)
+
+
+def make_grid(x: np.ndarray, max_buckets: int, integer: bool = True) -> Grid:
+    """A grid over the values ``x`` (any order, finite) with at most ``max_buckets``.
+
+    Args:
+        x: the x values of every point that will be bucketed.
+        max_buckets: the most buckets (≥ 1).
+        integer: x is a step: buckets are whole numbers of steps wide.
+    """
+    if max_buckets < 1:
+        raise ValueError(f"max_buckets must be at least 1, not {max_buckets}")
+    x = np.asarray(x)
+    if len(x) == 0:
+        return Grid(np.zeros(0), 0.0, 1.0, 0)
+    uniq = np.unique(x)
+    if len(uniq) <= max_buckets:
+        return Grid(uniq, float(uniq[0]), 1.0, len(uniq))
+    lo, hi = float(uniq[0]), float(uniq[-1])
+    if integer:
+        width = float(math.ceil((hi - lo + 1) / max_buckets))
+        count = int(math.ceil((hi - lo + 1) / width))
+    else:
+        width = (hi - lo) / max_buckets or 1.0
+        count = max_buckets
+    return Grid(None, lo, width, count)
+
+
+def smooth(frame: pl.DataFrame, weight: float) -> pl.DataFrame:
+    """``frame`` with ``value`` replaced by its debiased EMA, per rank, in x order.
+
+    Args:
+        frame: columns rank, x, value (other columns kept).
+        weight: the weight kept from the past, in [0, 1); 0 returns ``frame`` as is.
+            The smoothed value at point i is ``sum(w^k v[i-k]) / sum(w^k)`` over the
+            finite points so far (pandas' ``ewm(adjust=True)``, TensorBoard's slider).
+
+    Non-finite values are left as they are and skipped by the average.
+    """
+    if not 0.0 <= weight < 1.0:
+        raise ValueError(f"smoothing weight must be in [0, 1), not {weight}")
+    if weight == 0.0 or not len(frame):
+        return frame
+    finite = pl.col("value").is_finite()
+    ema = (
+        pl.when(finite).then(pl.col("value")).otherwise(None)
+        .ewm_mean(alpha=1.0 - weight, adjust=True, ignore_nulls=True)
+        .over("rank")
+    )
+    return (
+        frame.sort("rank", "x", maintain_order=True)
+        .with_columns(pl.when(finite).then(ema).otherwise(pl.col("value")).alias("value"))
+    )
+
+
+def buckets(frame: pl.DataFrame, grid: Grid) -> pl.DataFrame:
+    """Per rank and bucket: mean, min, max and count (n) of the finite points.
+
+    Args:
+        frame: columns rank, x, value.
+        grid: from :func:`make_grid` over ``frame["x"]`` (or a wider set of x).
+
+    Returns:
+        columns rank (Int32), bucket (Int64), mean, min, max (Float64), n (UInt32);
+        buckets with no finite point are absent.
+    """
+    finite = frame.filter(pl.col("value").is_finite())
+    ids = grid.assign(finite["x"].to_numpy())
+    return (
+        finite.select(pl.col("rank").cast(pl.Int32), pl.Series("bucket", ids, pl.Int64), "value")
+        .group_by("rank", "bucket")
+        .agg(
+            pl.col("value").mean().alias("mean"),
+            pl.col("value").min().alias("min"),
+            pl.col("value").max().alias("max"),
+            pl.len().alias("n"),
+        )
+        .sort("rank", "bucket")
+    )
+
+
+@dataclass
+class Band:
+    """One run's line over a grid: arrays of ``grid.count`` floats, NaN where empty.
+
+    Attributes:
+        line: the median across ranks of each rank's bucket mean (one rank: its mean).
+        lo, hi: the min and the max of every point of every rank in the bucket.
+        ranks: the ranks that have points, ascending.
+        outlier: the rank farthest from the median line (mean absolute distance over
+            the buckets, each scaled by the band's width there), or None with one rank.
+        outlier_line: that rank's bucket means (None without an outlier).
+        per_bucket: mean number of points per bucket and rank (for smoothing in viewers).
+    """
+
+    line: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    ranks: list[int]
+    outlier: int | None
+    outlier_line: np.ndarray | None
+    per_bucket: float
+
+
+def band(per_rank: pl.DataFrame, grid: Grid) -> Band:
+    """Combine the buckets of :func:`buckets` across ranks (see :class:`Band`)."""
+    n = grid.count
+    line = np.full(n, np.nan)
+    lo = np.full(n, np.nan)
+    hi = np.full(n, np.nan)
+    if not len(per_rank):
+        return Band(line, lo, hi, [], None, None, 1.0)
+    across = per_rank.group_by("bucket").agg(
+        pl.col("mean").median().alias("line"), pl.col("min").min().alias("lo"), pl.col("max").max().alias("hi")
+    )
+    idx = across["bucket"].to_numpy()
+    line[idx] = across["line"].to_numpy()
+    lo[idx] = across["lo"].to_numpy()
+    hi[idx] = across["hi"].to_numpy()
+    ranks = sorted(per_rank["rank"].unique().to_list())
+    per_bucket = float(per_rank["n"].mean())
+    outlier = outlier_line = None
+    if len(ranks) > 1:
+        width = hi - lo
+        scale = np.where(width > 0, width, 1.0)
+        b = per_rank["bucket"].to_numpy()
+        dist = np.abs(per_rank["mean"].to_numpy() - line[b]) / scale[b]
+        score = (
+            pl.DataFrame({"rank": per_rank["rank"], "d": dist})
+            .group_by("rank").agg(pl.col("d").mean())
+            .sort(["d", "rank"], descending=[True, False])
+        )
+        outlier = int(score["rank"][0])
+        mine = per_rank.filter(pl.col("rank") == outlier)
+        outlier_line = np.full(n, np.nan)
+        outlier_line[mine["bucket"].to_numpy()] = mine["mean"].to_numpy()
+    return Band(line, lo, hi, ranks, outlier, outlier_line, per_bucket)
+
+
+def nonfinite(frame: pl.DataFrame, limit: int = MAX_NONFINITE) -> tuple[list[dict], int]:
+    """The NaN and ±inf points of ``frame`` (columns rank, x, value): the first
+    ``limit`` in x order as ``{"rank", "x", "value"}`` (value "nan", "inf" or "-inf"),
+    and how many there are in all."""
+    bad = frame.filter(~pl.col("value").is_finite())
+    total = len(bad)
+    rows = []
+    for r in bad.sort("x", "rank").head(limit).iter_rows(named=True):
+        v = r["value"]
+        rows.append({"rank": int(r["rank"]), "x": r["x"],
+                     "value": "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")})
+    return rows, total
+
+
+def points(reader, tag: str, *, rank: int | None, x: str = "step") -> pl.DataFrame:
+    """The points of ``tag`` as columns rank, x, value: scalars if the tag is a scalar
+    anywhere in the run, else timers (seconds).
+
+    Args:
+        reader: a :class:`nblog.RunReader`.
+        tag: an exact tag name.
+        rank: one rank, or None for every rank.
+        x: "step", "wall" (seconds since the run's first point) or "active" (seconds of
+            the sessions' own clocks, queue gaps between sessions left out).
+
+    Returns an empty frame when no rank logged the tag.
+    """
+    column = {"step": "step", "wall": "wall_time", "active": "active_time"}[x]
+    for read in (reader.scalars, reader.timers):
+        df = read(tag, all_ranks=True) if rank is None else read(tag, rank=rank)
+        if len(df):
+            out = df.select("rank", pl.col(column).alias("x"), "value")
+            if x == "wall":
+                out = out.with_columns(pl.col("x") - pl.col("x").min())
+            return out
+    return pl.DataFrame(schema={"rank": pl.Int32, "x": pl.Float64, "value": pl.Float64})

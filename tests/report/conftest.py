@@ -1,0 +1,89 @@
+"""Fixtures of the report tests: runs written by real rank processes, and a real
+headless Chromium (Debian's ``chromium`` and ``chromium-driver``, driven by Selenium)
+that may not reach any network.
+
+Without Chromium the browser tests fail when ``CI=true`` (scripts/browser_up.sh
+installs it) and are skipped, with a banner, elsewhere.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from helpers import write_run  # noqa: E402
+
+CHROMIUM = os.environ.get("NB_CHROMIUM", "/usr/bin/chromium")
+CHROMEDRIVER = os.environ.get("NB_CHROMEDRIVER", "/usr/bin/chromedriver")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--disable-dev-shm-usage", "--window-size=1400,1000", "--hide-scrollbars",
+         "--proxy-server=127.0.0.1:9", "--proxy-bypass-list=<-loopback>"]
+# every scheme that leaves the file; file: (the page) stays allowed
+BLOCKED = ["http://*", "https://*", "ws://*", "wss://*", "ftp://*", "chrome-extension://*"]
+
+SPIKE_STEP, SPIKE_VALUE = 1950, 50.0
+
+
+@pytest.fixture(scope="session")
+def report_runs(tmp_path_factory) -> Path:
+    """``plots/spike-00000001``: 4 ranks, 3,000 steps of train/loss on rank 0 with a
+    spike of 50 at step 1,950, NaN at 500, +inf at 700, every rank timing time/step
+    (rank 2 sleeps: a straggler), a text with HTML in it and an image;
+    ``plots/other-00000002``: 1 rank, 2,500 steps, another config."""
+    root = tmp_path_factory.mktemp("report") / "runs"
+    write_run(root, "spike-00000001", world=4, spike_step=SPIKE_STEP, spike_value=SPIKE_VALUE, nan=[500], inf=[700],
+              slow_rank=2, image=True, config={"lr": 0.001, "model": {"width": 64}})
+    write_run(root, "other-00000002", world=1, steps=2500, spike_step=100, spike_value=3.0,
+              config={"lr": 0.003, "model": {"width": 64}})
+    return root
+
+
+def _missing(what: str) -> None:
+    banner = "=" * 70
+    msg = (f"\n{banner}\n{what}: the real-browser tests of nb report cannot run.\n"
+           f"Install them with: bash scripts/browser_up.sh\n{banner}")
+    if os.environ.get("CI") == "true":
+        pytest.fail(msg, pytrace=False)
+    print(msg, file=sys.stderr)
+    pytest.skip(what + " (run scripts/browser_up.sh)")
+
+
+@pytest.fixture(scope="session")
+def artifacts(tmp_path_factory) -> Path:
+    """Where screenshots go: $NB_TEST_ARTIFACTS, else a pytest temporary folder."""
+    where = os.environ.get("NB_TEST_ARTIFACTS")
+    path = Path(where) if where else tmp_path_factory.mktemp("artifacts")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@pytest.fixture()
+def browser(tmp_path):
+    """A fresh headless Chromium with an empty profile, network requests blocked, and
+    the browser and performance logs recorded."""
+    if not (shutil.which(CHROMIUM) and shutil.which(CHROMEDRIVER)):
+        _missing(f"{CHROMIUM} or {CHROMEDRIVER} is not installed")
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        _missing("selenium is not installed (.venv/bin/pip install selenium)")
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for flag in FLAGS:
+        opts.add_argument(flag)
+    opts.add_argument(f"--user-data-dir={tmp_path / 'profile'}")
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    try:
+        driver.execute_cdp_cmd("Network.enable", {})
+        driver.execute_cdp_cmd("Network.setBlockedURLs", {"urls": BLOCKED})
+        yield driver
+    finally:
+        driver.quit()

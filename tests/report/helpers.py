@@ -1,0 +1,28 @@
+"""Runs for the plot and report tests, written by real rank processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+WRITER = Path(__file__).with_name("spike_writer.py")
+_DROP = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "OMPI_", "SLURM_", "TORCHELASTIC_",
+         "NB_", "PMI_", "FORCE_COLOR", "NO_COLOR")
+
+
+def write_run(root: Path, run_id: str, world: int = 1, **spec) -> Path:
+    """Start ``world`` rank processes of one run under ``root`` and wait for them."""
+    procs = []
+    for rank in range(world):
+        env = {k: v for k, v in os.environ.items() if not k.startswith(_DROP)}
+        env.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world),
+                   GROUP_RANK="0", NB_DIR=str(root), NB_RUN_ID=run_id, NB_HOSTNAME="node-a")
+        procs.append(subprocess.Popen([sys.executable, str(WRITER), json.dumps(spec)], env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    for p in procs:
+        _out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+    return root / "plots" / run_id

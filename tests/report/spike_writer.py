@@ -1,0 +1,50 @@
+"""A training-like rank for the plot and report tests: ``python spike_writer.py '<json>'``.
+
+Run with torchrun's variables (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE), NB_DIR
+and NB_RUN_ID. Rank 0 logs ``train/loss`` = 1 + 0.5 * cos(step / 300) at every step of
+``range(steps)`` with a planted ``spike`` (value ``spike_value`` at ``spike_step``), NaN at
+``nan`` steps and +inf at ``inf`` steps, ``train/lr``, a text and (``image``) an 8x8 image.
+Every rank times ``time/step`` with all_ranks=True; ``slow_rank`` sleeps ``slow_s`` in it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+
+import nblog as nb
+
+
+def main() -> None:
+    spec = json.loads(sys.argv[1])
+    run = nb.init("plots", run_name=spec.get("name", "spike"), config=spec.get("config", {"lr": 0.001}),
+                  system=False, flush_interval=0.2)
+    steps = spec.get("steps", 3000)
+    timed = spec.get("timed_steps", 200)
+    for step in range(steps):
+        if step < timed:
+            with run.timer("time/step", step=step, all_ranks=True):
+                if run.rank == spec.get("slow_rank"):
+                    time.sleep(spec.get("slow_s", 0.002))
+        value = 1.0 + 0.5 * math.cos(step / 300.0)
+        if step == spec.get("spike_step"):
+            value = spec.get("spike_value", 50.0)
+        if step in spec.get("nan", []):
+            value = float("nan")
+        if step in spec.get("inf", []):
+            value = float("inf")
+        run.add_scalar({"train/loss": value, "train/lr": 1e-3 * (1 + step) ** -0.5}, step=step)
+    run.add_text("notes", spec.get("text", "<script>alert(1)</script> & done"), step=steps - 1)
+    if spec.get("image"):
+        import numpy as np
+
+        img = np.zeros((8, 8, 3), np.uint8)
+        img[:, :4, 0] = 255
+        run.add_image("val/sample", img, step=steps - 1, caption="left half red")
+    run.finish()
+
+
+if __name__ == "__main__":
+    main()
