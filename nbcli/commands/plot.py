@@ -139,6 +139,7 @@ def plot(
     if not os.path.isdir(parent):
         raise typer.BadParameter(f"the folder {parent!r} does not exist", param_hint="--output")
     try:
+        import matplotlib
         from matplotlib.figure import Figure
     except ImportError:
         error("nb plot needs matplotlib", "pip install 'nblog[plot]'")
@@ -180,7 +181,9 @@ def plot(
     if smooth:
         heading += f" (smoothed, EMA {smooth:g})"
     fig.suptitle(heading, fontsize="medium")
-    fig.savefig(output, format=fmt, dpi=dpi)
+    # SVG keeps its text as text (editable in a paper's figure, searchable)
+    with matplotlib.rc_context({"svg.fonttype": "none", "pdf.fonttype": 42}):
+        fig.savefig(output, format=fmt, dpi=dpi)
     info(f"wrote {output}")
 
 
