@@ -5,7 +5,8 @@ The first run is the base. Sections:
 - config: every leaf key (nested keys dotted) whose value is not the same in every run:
   "added" (not in the base, in another run), "removed" (in the base, missing from
   another run) or "changed";
-- environment: world size, writing ranks, machines and hosts, launcher, job id and
+- environment: world size, writing ranks, machines and hosts (rank 0's from run.json,
+  the others' from their event logs' headers), launcher, job id and
   where ids came from, versions (nblog, format, and the OS / GPU driver of the machines
   when system metrics were on);
 - sessions: how many, and per session number its host, world size, steps, end reason;
@@ -20,10 +21,13 @@ rarely log equal floats), a tag missing from some runs does.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 from ._catalog import run_summary, tag_summaries
+from ._logfile import read_header
 from ._reader import RunReader
+from ._runfile import parse_event_file_name
 from ._runs_query import flat_config
 
 _ABSENT = object()
@@ -85,10 +89,28 @@ def config_diff(configs: Sequence[object]) -> tuple[list[dict], int]:
     return out, equal
 
 
+def _log_hosts(run_dir: str) -> set[str]:
+    """The hosts named in the headers of the run's event logs (every writing rank and
+    session), read without loading the logs."""
+    hosts = set()
+    try:
+        names = os.listdir(run_dir)
+    except OSError:
+        return hosts
+    for name in names:
+        if parse_event_file_name(name) is not None:
+            host = read_header(os.path.join(run_dir, name)).get("host")
+            if isinstance(host, str) and host:
+                hosts.add(host)
+    return hosts
+
+
 def _environment(reader: RunReader, row: dict) -> dict:
     meta = reader.meta
     machines = reader.machines()
-    hosts = meta.get("hosts") if isinstance(meta.get("hosts"), list) else []
+    # rank 0 records its own host in run.json; the other ranks' are in their logs' headers
+    hosts = {str(h) for h in meta.get("hosts") or [] if h} if isinstance(meta.get("hosts"), list) else set()
+    hosts |= _log_hosts(reader.dir)
 
     def distinct(key: str) -> str | None:
         found = sorted({str(m[key]) for m in machines if m.get(key) not in (None, "")})
@@ -98,8 +120,8 @@ def _environment(reader: RunReader, row: dict) -> dict:
     return {
         "world_size": meta.get("world_size"),
         "ranks": row["ranks"],
-        "machines": len(set(map(str, hosts))) or None,
-        "hosts": ", ".join(sorted(set(map(str, hosts)))) or None,
+        "machines": len(hosts) or None,
+        "hosts": ", ".join(sorted(hosts)) or None,
         "launcher": meta.get("launcher"),
         "job_id": meta.get("job_id"),
         "job_id_source": meta.get("job_id_source"),

@@ -227,10 +227,12 @@ class RunsTable:
             for i in rows:
                 known.update(self.summaries(i))
             close = difflib.get_close_matches(key, sorted(known), n=3)
-            hint = f"did you mean {', '.join(close)}?" if close else None
+            hints = [f"did you mean {', '.join(close)}?"] if close else []
+            if option == "--where":
+                hints.append(_QUOTING_HINT)
             raise QueryError(option, f"unknown key {key!r}: not a field, a config key of any run, or a scalar "
                              "tag of rank 0 (TAG, TAG.last, TAG.step, TAG.min, TAG.max) of the runs listed",
-                             hint or _QUOTING_HINT)
+                             "; ".join(hints) or None)
 
     def frame(self, rows: Sequence[int], keys: Iterable[str]) -> pl.DataFrame:
         """Columns ``_i`` (the run's index) and one per key, for the runs ``rows``."""
