@@ -7,6 +7,9 @@ through the environment the main process hands down.
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -58,10 +61,33 @@ def test_ddp_two_processes_one_run_then_ckpt_path_continues_it(tmp_path):
     assert hidden["step"].to_list() == list(range(STEPS_PER_EPOCH, 2 * STEPS_PER_EPOCH))
 
 
-def test_same_slurm_job_id_and_ckpt_path_last_continue_the_run(tmp_path):
-    rid = fit(tmp_path, 1, SLURM_JOB_ID="4242")
-    assert fit(tmp_path, 2, "last", SLURM_JOB_ID="4242") == rid  # the requeued job
-    r = nb.RunReader(only_run(tmp_path / "runs"))
+def test_sigterm_mid_epoch_then_requeued_job_resumes_from_last_checkpoint(tmp_path):
+    """Slurm's preemption: SIGTERM to every process of the job in epoch 2, then the
+    requeued job (same SLURM_JOB_ID) fits again from ckpt_path="last"."""
+    cmd = [sys.executable, str(SCRIPT), "runs", "ckpt", "3", "-", "12"]  # both ranks wait at step 12
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=clean_env(SLURM_JOB_ID="4242"), text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        waiting = 0
+        for line in proc.stdout:
+            waiting += line.count("SLEEPING")
+            if waiting == 2:
+                break
+        assert waiting == 2, "the training ended before step 12"
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert proc.returncode != 0
+    rid = fit(tmp_path, 3, "last", SLURM_JOB_ID="4242")  # last.ckpt: the end of epoch 1
+    folder = only_run(tmp_path / "runs")
+    assert folder.name == rid
+    r = nb.RunReader(folder)
     assert r.ranks() == [0, 1]
-    assert_clean_curve(r, 2, 2 * STEPS_PER_EPOCH - 1)
+    assert r.meta["sessions"][0]["end_reason"] == "SIGTERM"  # run.json: the first session was preempted
+    assert_clean_curve(r, 2, 3 * STEPS_PER_EPOCH - 1)
     assert r.scalars(["train/loss"]).filter(session=1)["step"].min() == STEPS_PER_EPOCH
+    hidden = r.scalars(["train/loss"], include_hidden=True).filter(hidden=True)
+    assert hidden["step"].to_list() == list(range(STEPS_PER_EPOCH, 12))  # logged after last.ckpt

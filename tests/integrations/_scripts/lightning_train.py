@@ -30,8 +30,9 @@ class Tiny(pl.LightningModule):
         with self.logger.run.timer("time/forward", step=self.global_step):
             loss = torch.nn.functional.mse_loss(self.net(x), y)
         self.log("train/loss", loss)
-        if self.global_step == sleep_at and self.global_rank == 0:
-            print("SLEEPING", flush=True)
+        if self.global_step == sleep_at:  # every rank waits in Python, where handlers run
+            sys.stdout.write(f"SLEEPING {self.global_rank}\n")  # one write: ranks share the pipe
+            sys.stdout.flush()
             deadline = time.monotonic() + 60  # the test sends SIGTERM here
             while time.monotonic() < deadline and not self.trainer.received_sigterm:
                 time.sleep(0.05)
