@@ -104,7 +104,7 @@ def _draw_tag(ax, tag: str, frames: list, x: str, rank_label: str, all_ranks: bo
 
 
 def plot(
-    runs: Annotated[list[str], typer.Argument(metavar="RUN...", help="Runs: ids, unique prefixes, PROJECT/RUN_ID or run folders.", show_default=False)],
+    runs: Annotated[list[str], typer.Argument(metavar="RUN", help="Runs: ids, unique prefixes, PROJECT/RUN_ID or run folders.", show_default=False)],
     tags: Annotated[list[str], typer.Option("--tag", "-t", metavar="TAG", help="A scalar or timer tag (exact name); repeat for one panel each.", show_default=False)],
     output: Annotated[str, typer.Option("--output", "-o", metavar="FILE", help="The figure: FILE.png, FILE.svg or FILE.pdf.", show_default=False)],
     rank: Annotated[int | None, typer.Option("--rank", "-r", min=0, max=MAX_RANK, metavar="K", help="The rank to draw [default: 0].", show_default=False)] = None,

@@ -12,7 +12,7 @@ from .._output import fmt_bytes, info
 
 Runs = Annotated[
     list[str],
-    typer.Argument(metavar="RUN...", help="Runs: ids, unique prefixes, PROJECT/RUN_ID or run folders.", show_default=False),
+    typer.Argument(metavar="RUN", help="Runs: ids, unique prefixes, PROJECT/RUN_ID or run folders.", show_default=False),
 ]
 
 

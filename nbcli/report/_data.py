@@ -81,8 +81,7 @@ def scalar_chart(tag: str, frames: Sequence[tuple[str, pl.DataFrame]], max_bucke
         frames: ``(run id, frame)`` pairs; each frame has columns rank, x (step), value.
         max_buckets: buckets of the shared x axis.
     """
-    finite_x = [f.filter(pl.col("value").is_finite())["x"].to_numpy() for _id, f in frames]
-    xs = np.concatenate(finite_x) if finite_x else np.zeros(0)
+    xs = np.concatenate([f["x"].to_numpy() for _id, f in frames]) if frames else np.zeros(0)
     grid = S.make_grid(xs, max_buckets)
     series = []
     for run_id, f in frames:

@@ -79,10 +79,11 @@ def make_grid(x: np.ndarray, max_buckets: int, integer: bool = True) -> Grid:
     x = np.asarray(x)
     if len(x) == 0:
         return Grid(np.zeros(0), 0.0, 1.0, 0)
-    uniq = np.unique(x)
-    if len(uniq) <= max_buckets:
+    s = pl.Series(x)  # hashing, not sorting: 128M steps in a few seconds
+    if s.n_unique() <= max_buckets:
+        uniq = s.unique().sort().to_numpy()
         return Grid(uniq, float(uniq[0]), 1.0, len(uniq))
-    lo, hi = float(uniq[0]), float(uniq[-1])
+    lo, hi = float(s.min()), float(s.max())
     if integer:
         width = float(math.ceil((hi - lo + 1) / max_buckets))
         count = int(math.ceil((hi - lo + 1) / width))
@@ -130,10 +131,10 @@ def buckets(frame: pl.DataFrame, grid: Grid) -> pl.DataFrame:
         columns rank (Int32), bucket (Int64), mean, min, max (Float64), n (UInt32);
         buckets with no finite point are absent.
     """
-    finite = frame.filter(pl.col("value").is_finite())
-    ids = grid.assign(finite["x"].to_numpy())
+    ids = grid.assign(frame["x"].to_numpy())
     return (
-        finite.select(pl.col("rank").cast(pl.Int32), pl.Series("bucket", ids, pl.Int64), "value")
+        frame.select(pl.col("rank").cast(pl.Int32), pl.Series("bucket", ids, pl.Int64), "value")
+        .filter(pl.col("value").is_finite())
         .group_by("rank", "bucket")
         .agg(
             pl.col("value").mean().alias("mean"),

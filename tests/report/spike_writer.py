@@ -5,6 +5,7 @@ and NB_RUN_ID. Rank 0 logs ``train/loss`` = 1 + 0.5 * cos(step / 300) at every s
 ``range(steps)`` with a planted ``spike`` (value ``spike_value`` at ``spike_step``), NaN at
 ``nan`` steps and +inf at ``inf`` steps, ``train/lr``, a text and (``image``) an 8x8 image.
 Every rank times ``time/step`` with all_ranks=True; ``slow_rank`` sleeps ``slow_s`` in it.
+With ``system`` local rank 0 samples cpu and memory every 0.05 s for half a second.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ import nblog as nb
 def main() -> None:
     spec = json.loads(sys.argv[1])
     run = nb.init("plots", run_name=spec.get("name", "spike"), config=spec.get("config", {"lr": 0.001}),
-                  system=False, flush_interval=0.2)
+                  system=["cpu", "memory"] if spec.get("system") else False, system_interval=0.05,
+                  flush_interval=0.2)
     steps = spec.get("steps", 3000)
     timed = spec.get("timed_steps", 200)
     for step in range(steps):
@@ -43,6 +45,8 @@ def main() -> None:
         img = np.zeros((8, 8, 3), np.uint8)
         img[:, :4, 0] = 255
         run.add_image("val/sample", img, step=steps - 1, caption="left half red")
+    if spec.get("system"):
+        time.sleep(0.5)  # a few samples of the machine (local rank 0 samples it)
     run.finish()
 
 
