@@ -69,6 +69,7 @@ def init(
     flush_interval: float | None = None,
     mode: str | None = None,
     strict: bool | None = None,
+    provenance: bool | None = None,
     _environ: Mapping[str, str] | None = None,
 ) -> Run:
     """Start (or resume) logging a run; call on every rank, or on rank 0 only.
@@ -112,6 +113,11 @@ def init(
             ``$NB_FLUSH_INTERVAL``): the most a ``kill -9`` can lose.
         mode: "online" (default) or "disabled" (every call a no-op; ``$NB_MODE``).
         strict: bad data raises ``StrictModeError`` instead of warning (``$NB_STRICT=1``).
+        provenance: record what code ran once per session, in a thread of its own
+            (rank 0, and local rank 0 of other machines): ``provenance.r<rank>.s<session>.json``
+            (command line, versions, installed distributions, git commit/branch/remote/
+            dirty flag, allow-listed environment without secrets) and on rank 0 the
+            uncommitted diff (``.diff``, at most 1 MiB). False (or ``$NB_PROVENANCE=0``): none.
 
     Returns:
         A :class:`Run`. Files created: on rank 0 ``run.json`` and
@@ -137,6 +143,7 @@ def init(
         system=system,
         system_interval=system_interval,
         timing_all_ranks=timing_all_ranks,
+        provenance=provenance,
     )
     check_name(project, "project")
     if run_name is not None:
@@ -174,10 +181,12 @@ def init(
     project_dir = os.path.join(settings.root, project)
     host = hostname(env)
     if ranks.rank == 0:
-        return _open_rank0(
+        run = _open_rank0(
             project, run_name, rid, how, job_id, job_source, project_dir, ranks, config_json,
             settings, host, env,
         )
+        _start_provenance(run, settings, ranks, env, host, job_id, job_source)
+        return run
     run_dir = os.path.join(project_dir, rid)
     if not _wait_for(run_dir, settings.wait_s, launch_identity(env)):
         log.warning(
@@ -193,10 +202,30 @@ def init(
             max(300.0, 2 * settings.wait_s),
         )
         return _inert(project, run_name, rid, None, ranks, config_json, settings)
-    return _make_run(
+    run = _make_run(
         project, run_name, rid, run_dir, ranks, None, config_json, settings, host, env,
         job_id, job_source,
     )
+    _start_provenance(run, settings, ranks, env, host, job_id, job_source)
+    return run
+
+
+def _start_provenance(run: Run, settings: Settings, ranks: RankInfo, env, host, job_id, job_source) -> None:
+    """Record provenance in a thread of its own (rank 0 with the uncommitted diff, local
+    rank 0 of other machines without), started last so that init never waits for the
+    GIL while it collects."""
+    if not settings.provenance or run.dir is None or not (ranks.rank == 0 or ranks.local_rank == 0):
+        return
+    from ._provenance import start
+
+    launcher = {"launcher": ranks.launcher, "rank": ranks.rank, "local_rank": ranks.local_rank,
+                "world_size": ranks.world_size, "host": host, "job_id": job_id,
+                "job_id_source": job_source, **launch_identity(env)}
+    try:
+        run._provenance = start(run.dir, env, rank=ranks.rank, session=run.session, launcher=launcher,
+                                with_diff=ranks.rank == 0)
+    except RuntimeError as err:  # no thread can be started (interpreter shutting down)
+        log.info("nblog: provenance not recorded: %s", err)
 
 
 def _inert(project, name, rid, run_dir, ranks: RankInfo, config, settings: Settings) -> Run:
@@ -467,6 +496,7 @@ def _make_run(project, name, rid, run_dir, ranks: RankInfo, runfile: RunFile | N
                 runfile.update_session(
                     _s, status=status, end=time.time(), end_reason=reason, last_step=run._step,
                     duration_s=round((time.monotonic_ns() - run._t0) / 1e9, 3),
+                    **({"failure": run._failure} if run._failure is not None else {}),
                 )
             except OSError as err:
                 log.warning("nblog: cannot update %s: %s", runfile.path, err)

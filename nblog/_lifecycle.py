@@ -2,8 +2,10 @@
 
 Every live Run is registered here. Hooks are installed once, on the first ``init``:
 - ``atexit``: finish every run (status "finished").
-- ``sys.excepthook``: an uncaught exception finishes runs with status "failed", then
-  the previous hook runs.
+- ``sys.excepthook``: an uncaught exception is recorded in each live run's own event
+  log (type, message, traceback, step, time: :meth:`Run._log_failure`, on every rank
+  that has or can create an event log), then the runs finish with status "failed"
+  (the failure written before the END record), then the previous hook runs.
 - SIGTERM (Slurm preemption, torchrun stopping workers), main thread only: flush every
   run within 1 s, then the previous handler runs. Points, text and counters are
   written first (milliseconds); queued media is encoded for the rest of that second.
@@ -78,6 +80,10 @@ def _excepthook(exc_type, exc, tb) -> None:
     if not issubclass(exc_type, KeyboardInterrupt):
         _failed = True
     for run in _live():
+        try:
+            run._log_failure(exc_type, exc, tb)
+        except Exception as err:
+            log.warning("nblog: could not record the failure in %r: %r", run, err)
         try:
             run.finish("failed", reason=exc_type.__name__)
         except Exception as err:

@@ -37,6 +37,7 @@ class Delta:
     texts: list[tuple[int, int, int, str]] = field(default_factory=list)
     media: list[tuple[int, int, int, int, int, dict]] = field(default_factory=list)
     stats: list[dict] = field(default_factory=list)
+    events: list[dict] = field(default_factory=list)  # failures and alerts (also in stats)
 
     def __bool__(self) -> bool:
         return bool(self.points or self.texts or self.media or self.stats)
@@ -50,6 +51,9 @@ class LogFile:
         header: the session header (dict; empty until read).
         tags: tag id → (kind, name).
         texts, media, stats: every record of those kinds read so far, in file order.
+        events: the failures and alerts read so far (the ``event`` object of each
+            STATS frame that has one, a dict with a str ``kind``), kept even when
+            ``keep`` is False: they are few, and a poller finds them here cheaply.
         end: the END frame (dict) once the session closed the file, else None.
         first_step: the first step of a non-system record, once one was read.
         max_ms: the largest session-relative millisecond seen (points, stats, end).
@@ -68,6 +72,7 @@ class LogFile:
         self.texts: list[tuple[int, int, int, str]] = []
         self.media: list[tuple[int, int, int, int, int, dict]] = []
         self.stats: list[dict] = []
+        self.events: list[dict] = []
         self.machine: dict | None = None
         self.end: dict | None = None
         self.first_step: int | None = None
@@ -210,6 +215,10 @@ class LogFile:
             else:
                 if isinstance(obj.get("machine"), dict):
                     self.machine = obj["machine"]
+                event = obj.get("event")
+                if isinstance(event, dict) and isinstance(event.get("kind"), str):
+                    self.events.append(event)
+                    delta.events.append(event)
                 delta.stats.append(obj)
                 if self.keep:
                     self.stats.append(obj)

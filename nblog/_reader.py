@@ -54,6 +54,29 @@ SYSTEM_SCHEMA = {
     "tag": pl.String,
     "value": pl.Float64,
 }
+#: Columns of :meth:`RunReader.failures` frames.
+FAILURE_SCHEMA = {
+    "rank": pl.Int32,
+    "session": pl.Int32,
+    "step": pl.Int64,  # the rank's current step when it failed (null: none yet)
+    "wall_time": pl.Float64,
+    "host": pl.String,
+    "type": pl.String,  # the exception's class name
+    "message": pl.String,
+    "traceback": pl.String,
+}
+#: Columns of :meth:`RunReader.alerts` frames.
+ALERT_SCHEMA = {
+    "rank": pl.Int32,
+    "session": pl.Int32,
+    "step": pl.Int64,
+    "wall_time": pl.Float64,
+    "host": pl.String,
+    "level": pl.String,  # info, warn, error
+    "title": pl.String,
+    "text": pl.String,
+    "suppressed": pl.Int64,  # alerts of this title left out (rate limit) just before this one
+}
 _KINDS = {"scalar": F.KIND_SCALAR, "timer": F.KIND_TIMER, "system": F.KIND_SYSTEM, "text": F.KIND_TEXT, "media": F.KIND_MEDIA}
 
 
@@ -593,3 +616,60 @@ class RunReader:
         if not frames:
             return pl.DataFrame(schema=SYSTEM_SCHEMA)
         return pl.concat(frames).select(list(SYSTEM_SCHEMA))
+
+    # -- failures and alerts (events) ---------------------------------------------------
+
+    def events(self, kind: str | None = None) -> list[dict]:
+        """Every event (failure or alert) of every rank, earliest first: the stored
+        object with ``rank``, ``session`` and ``host`` (of the event log) added;
+        ``kind`` ("failure", "alert") keeps one kind. Fields of hostile files that have
+        the wrong type are None. Reads every rank's event logs."""
+        self._load(self.ranks())
+        out = []
+        for r in self.ranks():
+            for s, lf in self._rank_files(r):
+                host = _text_or_none(lf.header.get("host"))
+                for ev in lf.events:
+                    if kind is not None and ev.get("kind") != kind:
+                        continue
+                    e = {k: ev.get(k) for k in ev if isinstance(k, str)}
+                    e["kind"] = ev.get("kind")
+                    for k in ("step", "suppressed", "ms"):
+                        if not _is_int(e.get(k)):
+                            e[k] = None
+                    wall = e.get("wall")
+                    e["wall"] = float(wall) if isinstance(wall, (int, float)) and not isinstance(wall, bool) else None
+                    e.update(rank=r, session=s, host=host)
+                    out.append(e)
+        out.sort(key=lambda e: (e["wall"] is None, e["wall"] or 0.0, e["rank"], e["session"]))
+        return out
+
+    def failures(self) -> pl.DataFrame:
+        """Uncaught exceptions, one row per failing rank and session, earliest first:
+        rank, session, step, wall_time, host, type, message, traceback
+        (:data:`FAILURE_SCHEMA`). A rank killed by a signal has no row: its session
+        has no END record (:meth:`sessions`, ``end`` None)."""
+        rows = [{"rank": e["rank"], "session": e["session"], "step": e["step"], "wall_time": e["wall"],
+                 "host": e["host"], "type": _text_or_none(e.get("type")),
+                 "message": _text_or_none(e.get("message")), "traceback": _text_or_none(e.get("traceback"))}
+                for e in self.events("failure")]
+        return pl.DataFrame(rows, schema=FAILURE_SCHEMA)
+
+    def alerts(self) -> pl.DataFrame:
+        """Alerts the training code raised with ``run.alert``, on any rank, earliest
+        first: rank, session, step, wall_time, host, level, title, text, suppressed
+        (:data:`ALERT_SCHEMA`)."""
+        rows = [{"rank": e["rank"], "session": e["session"], "step": e["step"], "wall_time": e["wall"],
+                 "host": e["host"], "level": _text_or_none(e.get("level")),
+                 "title": _text_or_none(e.get("title")), "text": _text_or_none(e.get("text")),
+                 "suppressed": e["suppressed"]}
+                for e in self.events("alert")]
+        return pl.DataFrame(rows, schema=ALERT_SCHEMA)
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and -(1 << 63) <= v < (1 << 63)
+
+
+def _text_or_none(v: object) -> str | None:
+    return v if isinstance(v, str) else None

@@ -27,6 +27,13 @@ _perf = time.perf_counter
 _pack = F.POINT.pack
 _NBLOG_DIR = os.path.dirname(os.path.abspath(__file__))
 _STEP_END = 1 << 63  # steps are stored as int64
+ALERT_LEVELS = ("info", "warn", "error")
+ALERT_INTERVAL_S = 60.0  # one alert per title per this many seconds; the rest are counted
+_MAX_TITLE = 1024
+_MAX_ALERT_TEXT = 64 << 10
+_MAX_MESSAGE = 8 << 10
+_MAX_TRACEBACK = 64 << 10
+_MAX_ERROR_FILE = 64 << 10
 
 
 def _is_utf8(s: str) -> bool:
@@ -202,6 +209,9 @@ class Run(MediaMixin):
         self._warned: set = set()
         self._dropped_before_writer: dict[str, int] = {}
         self._on_finish: list[Callable[[], None]] = []
+        self._failure: dict | None = None  # the uncaught exception recorded (run.json keeps it)
+        self._provenance = None  # the thread recording provenance (_provenance.start)
+        self._alerted: dict[str, list] = {}  # title -> [monotonic time of the last, suppressed]
         can_time = run_dir is not None and make_writer is not None
         if not is_logging:
             if can_time:
@@ -394,6 +404,95 @@ class Run(MediaMixin):
             self._internal(err)
             return _NO_TIMER
 
+    def alert(self, title: str, text: str = "", level: str = "warn") -> None:
+        """Record an alert of the training code ("loss spiked", "rank 371 saw X") as an
+        event in this rank's own event log; ``nb show`` and readers report it
+        (:meth:`nblog.RunReader.alerts`). Works on every rank, logging or not: a rank
+        without an event log yet creates one. Never raises (bad input warns once).
+
+        Args:
+            title: a short name (a non-empty str, cut at 1024 characters). Alerts are
+                rate-limited per title: at most one every 60 s; those in between are
+                counted in the next one recorded (``suppressed``).
+            text: details (cut at 64 KiB).
+            level: "info", "warn" (default) or "error"; anything else warns once and
+                is recorded as "warn".
+
+        Written by the writer thread within the flush interval (the caller only
+        queues it), and at ``finish``.
+        """
+        try:
+            if self._finished:
+                if not self._inert:
+                    self._after_finish("alert")
+                return
+            title = title if title.__class__ is str else str(title)
+            if not title:
+                self._warn_once(("alert", "title"), "nblog: run.alert() needs a non-empty title; ignored")
+                return
+            title = title[:_MAX_TITLE]
+            if level not in ALERT_LEVELS:
+                self._warn_once(("alert", "level"), f"nblog: run.alert() level must be one of {ALERT_LEVELS}, "
+                                f"got {level!r}; recorded as 'warn'")
+                level = "warn"
+            now = time.monotonic()
+            seen = self._alerted.get(title)
+            if seen is not None and now - seen[0] < ALERT_INTERVAL_S:
+                seen[1] += 1
+                return
+            suppressed = seen[1] if seen is not None else 0
+            self._alerted[title] = [now, 0]
+            text = text if text.__class__ is str else str(text)
+            event = {"kind": "alert", "title": title, "text": text[:_MAX_ALERT_TEXT], "level": level,
+                     "step": self._step, "wall": time.time(),
+                     "ms": (_mono_ns() - self._t0) // 1_000_000, "suppressed": suppressed}
+            if self._writer is None and not self._ensure_writer():
+                log.info("nblog alert (%s) on rank %d, not recorded: %s: %s", level, self.rank, title, text[:200])
+                return
+            self._writer.events.append(event)
+        except StrictModeError:
+            raise
+        except Exception as err:
+            self._internal(err)
+
+    def _log_failure(self, exc_type, exc, tb) -> None:
+        """Record an uncaught exception (type, message, traceback, step, time) in this
+        rank's own event log, creating it if this rank has none yet; written at the
+        finish that follows (before its END record). Once per run; never raises."""
+        if self._failure is not None or self._finished:
+            return
+        try:
+            import traceback
+
+            name = getattr(exc_type, "__qualname__", None) or getattr(exc_type, "__name__", "?")
+            module = getattr(exc_type, "__module__", "")
+            try:
+                message = str(exc)
+            except Exception:
+                message = object.__repr__(exc)
+            try:
+                lines = "".join(traceback.format_exception(exc_type, exc, tb))
+            except Exception as err:
+                lines = f"<traceback could not be formatted: {err!r}>"
+            if len(lines) > _MAX_TRACEBACK:  # the innermost frames matter most: keep the end
+                cut = len(lines) - _MAX_TRACEBACK
+                lines = lines[:4096] + f"\n... <{cut} characters cut> ...\n" + lines[4096 + cut:]
+            wall = time.time()
+            event = {"kind": "failure", "type": name, "module": module if module != "builtins" else None,
+                     "message": message[:_MAX_MESSAGE], "traceback": lines, "step": self._step,
+                     "wall": wall, "ms": (_mono_ns() - self._t0) // 1_000_000, "pid": os.getpid()}
+            error_file = os.environ.get("TORCHELASTIC_ERROR_FILE")
+            if error_file:
+                event["error_file"] = error_file
+                event["error_file_content"] = _read_error_file(error_file)
+            self._failure = {"rank": self.rank, "type": name, "message": message[:500], "step": self._step,
+                             "wall": wall}
+            if self._writer is None and not self._ensure_writer():
+                return
+            self._writer.events.append(event)
+        except Exception as err:
+            self._internal(err)
+
     def _log_system(self, values: dict[str, float], wall: float | None = None) -> None:
         """Log system metrics (tag → value) at the current step. Used by the sampler."""
         if self._writer is None and not self._ensure_writer():
@@ -490,6 +589,9 @@ class Run(MediaMixin):
                 {"status": status, "reason": reason, "wall": time.time()}, timeout=timeout
             )
         self._finalize(status, reason)
+        thread = self._provenance
+        if thread is not None and thread.is_alive():  # its file is there when finish returns
+            thread.join(min(2.0, timeout / 4))
 
     def _finalize(self, status: str, reason: str | None) -> None:
         """Hook for init: record the end in run.json (rank 0). Replaced per instance."""
@@ -557,6 +659,8 @@ class Run(MediaMixin):
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None and not (issubclass(exc_type, SystemExit) and getattr(exc, "code", None) in (0, None)):
+            self._log_failure(exc_type, exc, tb)
         self.finish("failed" if exc_type is not None and not issubclass(exc_type, KeyboardInterrupt) else "finished")
 
     def __repr__(self) -> str:
@@ -684,6 +788,26 @@ def _inert_copy(state: dict) -> Run:
     run._inert = True
     run._disable()
     return run
+
+
+def _read_error_file(path: str) -> object:
+    """torchrun's error file (``TORCHELASTIC_ERROR_FILE``, JSON written by
+    ``torch.distributed.elastic.multiprocessing.errors.record``) as parsed JSON, its
+    text when it is not JSON, None when it cannot be read; at most 64 KiB read."""
+    from ._format import loads_json
+    from ._runfile import open_regular
+
+    try:
+        with open_regular(path) as f:
+            raw = f.read(_MAX_ERROR_FILE + 1)
+    except OSError:
+        return None
+    if len(raw) <= _MAX_ERROR_FILE:
+        try:
+            return loads_json(raw)
+        except ValueError:
+            pass
+    return raw[:_MAX_ERROR_FILE].decode("utf-8", "replace")
 
 
 def _call_site() -> str:

@@ -13,7 +13,7 @@ class Settings(
     namedtuple(
         "Settings",
         "root mode strict resume run_id wait_s flush_interval heartbeat_s system "
-        "system_interval timing_all_ranks progress_s",
+        "system_interval timing_all_ranks progress_s provenance",
     )
 ):
     """Resolved configuration of one ``init`` call, recorded in ``run.json``.
@@ -36,6 +36,8 @@ class Settings(
         timing_all_ranks: every timer logs on every rank (``timing_all_ranks=``).
         progress_s: at most this often (seconds) rank 0 rewrites ``run.json`` with the
             session's last step, and only when the step moved (``$NB_PROGRESS_S``, 5).
+        provenance: record what code ran (command, versions, git state, allow-listed
+            environment) once per session (``provenance=``, ``$NB_PROVENANCE``, True).
     """
 
     __slots__ = ()
@@ -98,6 +100,7 @@ def resolve(
     system: object,
     system_interval: float | None,
     timing_all_ranks: bool,
+    provenance: bool | None = None,
 ) -> Settings:
     """Resolve arguments against ``env``. Raises ``ValueError`` naming a bad one."""
     mode = (mode or env.get("NB_MODE", "") or "online").strip().lower()
@@ -135,6 +138,7 @@ def resolve(
         system_interval=float(system_interval),
         timing_all_ranks=bool(timing_all_ranks),
         progress_s=_progress(env),
+        provenance=_provenance_flag(env) if provenance is None else bool(provenance),
     )
 
 
@@ -143,3 +147,8 @@ def _progress(env: Mapping[str, str]) -> float:
     if not v > 0:
         raise ValueError(f"environment variable NB_PROGRESS_S={env['NB_PROGRESS_S']!r} must be > 0 seconds")
     return v
+
+
+def _provenance_flag(env: Mapping[str, str]) -> bool:
+    """``$NB_PROVENANCE``: on unless it says 0/false/off/no."""
+    return env.get("NB_PROVENANCE", "").strip().lower() not in ("0", "false", "off", "no", "none")

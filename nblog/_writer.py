@@ -90,6 +90,8 @@ class Writer:
         # The caller may have filled these before the writer existed (lazy creation).
         self.points, self.texts, self.media, self.tag_defs = buffers or (bytearray(), [], [], [])
         self.dropped: Counter[str] = Counter()
+        # failures and alerts (dicts), each written as a STATS frame with an "event" key
+        self.events: list[dict] = []
         self._system_tids: set[int] = set()
         self._on_first_step = on_first_step
         self._first_step_known = on_first_step is None
@@ -216,7 +218,7 @@ class Writer:
         self._dead = True
         self._closed = True
         self.points = bytearray()
-        self.texts, self.media, self.tag_defs = [], [], []
+        self.texts, self.media, self.tag_defs, self.events = [], [], [], []
         try:
             os.close(self._fd)
         except OSError:
@@ -381,6 +383,13 @@ class Writer:
                 self._first_step(items[0][0])
             if not self._write(F.frame(F.FRAME_TEXT, F.encode_texts(items)), "text"):
                 self.dropped["write_error"] += len(items)
+            wrote = True
+        n_events = len(self.events)
+        if n_events:
+            events = self.events[:n_events]
+            del self.events[:n_events]
+            for event in events:
+                self._write_stats({"event": event})
             wrote = True
         return wrote
 

@@ -23,6 +23,7 @@ def make_run(root):
 
     def make(project="p", env=None, **kwargs):
         kwargs.setdefault("system", False)
+        kwargs.setdefault("provenance", False)  # tested on its own (test_provenance)
         run = nb.init(project, root=root, _environ=dict(env or {}), **kwargs)
         runs.append(run)
         return run
