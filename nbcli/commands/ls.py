@@ -40,7 +40,7 @@ def ls(
         str | None,
         typer.Option("--where", "-w", metavar="EXPR", show_default=False,
                      help="Only runs for which this SQL WHERE fragment is true, e.g. "
-                          "\"optim.lr < 3e-4 and train/loss.min < 0.1 and status = 'finished'\" (see below)."),
+                          "\"optim.lr < 3e-4 and train/loss.min < 0.1 and status = 'finished'\" (see above)."),
     ] = None,
     columns: Annotated[
         list[str] | None,

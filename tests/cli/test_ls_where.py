@@ -314,3 +314,14 @@ def test_quote_keys():
     kept = "\"val/top-1\" > 0.5 and name = 'a.b/c' and lr < 1.5e-3 and x / y > 2 and lower(name) = 'x'"
     assert quote_keys(kept) == kept
     assert quote_keys("layer.0.weight = 1 and 'it''s.x' = a.b") == "\"layer.0.weight\" = 1 and 'it''s.x' = \"a.b\""
+
+
+def test_fast_argv_understands_the_query_options():
+    from nbcli._ls import fast_argv
+
+    argv = ["sweep", "-w", "x < 1", "-c", "a, b", "--columns=c", "--sort", "k", "--desc", "-g", "g", "--json"]
+    assert fast_argv(argv) == {"project": "sweep", "name": None, "statuses": [], "root": None, "as_json": True,
+                               "where_expr": "x < 1", "sort": "k", "group": "g", "columns": ["a", "b", "c"],
+                               "desc": True, "argv": argv}
+    for bad in (["--columns", ","], ["--sort", " "], ["--group", ""], ["--where"], ["-w", "-1 < x"]):
+        assert fast_argv(bad) is None, bad  # Typer's to report (or to parse, for a value that starts with -)
