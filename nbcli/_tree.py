@@ -18,6 +18,7 @@ from .app import report
 from .commands import diff, export, ls, media, resume_id, show, tail, timers, tui
 from .commands import plot as plot_cmd
 from .commands import report as report_cmd
+from .commands import logs as logs_cmd
 
 
 class NbGroup(TyperGroup):
@@ -82,5 +83,6 @@ for _module in (ls, show, tail, export, timers, resume_id, media, tui):
 plot_cmd.register(app)  # nb plot
 report_cmd.register(app)  # nb report
 diff.register(app)
+logs_cmd.register(app)  # nb logs
 
 __all__ = ["NbGroup", "app"]

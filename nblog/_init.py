@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import sys
 import time
 from collections.abc import Mapping
 
@@ -70,6 +71,7 @@ def init(
     mode: str | None = None,
     strict: bool | None = None,
     provenance: bool | None = None,
+    console: bool | None = None,
     _environ: Mapping[str, str] | None = None,
 ) -> Run:
     """Start (or resume) logging a run; call on every rank, or on rank 0 only.
@@ -118,12 +120,20 @@ def init(
             (command line, versions, installed distributions, git commit/branch/remote/
             dirty flag, allow-listed environment without secrets) and on rank 0 the
             uncommitted diff (``.diff``, at most 1 MiB). False (or ``$NB_PROVENANCE=0``): none.
+        console: capture this process's stdout and stderr at the file-descriptor level
+            (C/C++, CUDA and NCCL messages too) into ``console.r<rank>.s<session>.log``
+            in the run folder, each line stamped with the time and the current step,
+            still echoed to the original streams; on every rank that knows the run
+            folder (``$NB_CONSOLE=1``; off by default). Lasts until the process exits
+            or the next ``init``. The file holds whatever the program prints: print no
+            secrets. Read it with ``nb logs``.
 
     Returns:
         A :class:`Run`. Files created: on rank 0 ``run.json`` and
         ``events.r0.s<session>.log``; on other ranks an event log only when they log
         timers or system metrics. Threads started: one writer per writing process, one
-        system sampler on local rank 0.
+        system sampler on local rank 0. With ``console``: ``console.r<rank>.s<session>.log``,
+        one helper process (``python -I -S``) and one thread per capturing process.
 
     Raises:
         ValueError: a bad name, argument or launcher variable.
@@ -144,6 +154,7 @@ def init(
         system_interval=system_interval,
         timing_all_ranks=timing_all_ranks,
         provenance=provenance,
+        console=console,
     )
     check_name(project, "project")
     if run_name is not None:
@@ -507,5 +518,9 @@ def _make_run(project, name, rid, run_dir, ranks: RankInfo, runfile: RunFile | N
         from ._system import start_sampler
 
         start_sampler(run, settings.system, settings.system_interval, env)
+    if settings.console or "nblog._console" in sys.modules:  # a new init ends an earlier capture
+        from ._console import capture
+
+        capture(run if settings.console else None, settings.flush_interval)
     _lifecycle.register(run)
     return run

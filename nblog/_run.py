@@ -209,6 +209,7 @@ class Run(MediaMixin):
         self._warned: set = set()
         self._dropped_before_writer: dict[str, int] = {}
         self._on_finish: list[Callable[[], None]] = []
+        self._on_flush: list[Callable[[], None]] = []  # the console's step stamp (_console)
         self._failure: dict | None = None  # the uncaught exception recorded (run.json keeps it)
         self._provenance = None  # the thread recording provenance (_provenance.start)
         self._alerted: dict[str, list] = {}  # title -> [monotonic time of the last, suppressed]
@@ -552,10 +553,13 @@ class Run(MediaMixin):
     def flush(self, timeout: float | None = None) -> None:
         """Write everything logged so far to disk before returning (a real barrier).
 
-        Waits at most ``timeout`` seconds (None: as long as it takes).
+        Waits at most ``timeout`` seconds (None: as long as it takes). With console
+        capture, lines printed after it are stamped with the current step.
         """
         if self._writer is not None:
             self._writer.flush(timeout)
+        for fn in self._on_flush:
+            fn()
 
     def finish(
         self, status: str = "finished", *, reason: str | None = None, timeout: float = 60.0

@@ -13,7 +13,7 @@ class Settings(
     namedtuple(
         "Settings",
         "root mode strict resume run_id wait_s flush_interval heartbeat_s system "
-        "system_interval timing_all_ranks progress_s provenance",
+        "system_interval timing_all_ranks progress_s provenance console",
     )
 ):
     """Resolved configuration of one ``init`` call, recorded in ``run.json``.
@@ -38,6 +38,8 @@ class Settings(
             session's last step, and only when the step moved (``$NB_PROGRESS_S``, 5).
         provenance: record what code ran (command, versions, git state, allow-listed
             environment) once per session (``provenance=``, ``$NB_PROVENANCE``, True).
+        console: capture this process's stdout and stderr into the run folder
+            (``console=``, ``$NB_CONSOLE=1``; off by default).
     """
 
     __slots__ = ()
@@ -101,6 +103,7 @@ def resolve(
     system_interval: float | None,
     timing_all_ranks: bool,
     provenance: bool | None = None,
+    console: bool | None = None,
 ) -> Settings:
     """Resolve arguments against ``env``. Raises ``ValueError`` naming a bad one."""
     mode = (mode or env.get("NB_MODE", "") or "online").strip().lower()
@@ -139,6 +142,7 @@ def resolve(
         timing_all_ranks=bool(timing_all_ranks),
         progress_s=_progress(env),
         provenance=_provenance_flag(env) if provenance is None else bool(provenance),
+        console=_flag(env.get("NB_CONSOLE", "")) if console is None else bool(console),
     )
 
 

@@ -1,0 +1,178 @@
+"""Console capture (nb.init(console=True)) in real processes: what reaches the file and
+what still reaches the real stdout and stderr (pipes this test reads), on a normal
+exit, kill -9 in a print flood, a fork, SIGTERM, an uncaught exception and a helper
+process that dies."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+from _nbproc import HANG_GUARD_S, base_env
+
+CHILD = Path(__file__).resolve().parent / "_scripts" / "console_child.py"
+LINE = re.compile(rb"^(\d+\.\d{3})\t(-|\d+)\t([oe!])\t([^\n]*)$")
+RUN_ID = "console-00000001"
+
+
+def start(tmp_path: Path, mode: str, **env: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, str(CHILD), str(tmp_path / "runs"), mode],
+        env=base_env(NB_RUN_ID=RUN_ID, **env), cwd=tmp_path,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+
+
+def finish(proc: subprocess.Popen, stdin: bytes = b"") -> tuple[bytes, bytes]:
+    """Wait for the child and for its helper (which holds the pipes until it is done)."""
+    try:
+        return proc.communicate(stdin, timeout=HANG_GUARD_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        raise AssertionError(f"hung:\n{out[-2000:]!r}\n{err[-2000:]!r}") from None
+
+
+def console_file(tmp_path: Path) -> Path:
+    files = sorted((tmp_path / "runs" / "console" / RUN_ID).glob("console.r*.s*.log"))
+    assert [f.name for f in files] == ["console.r0.s0.log"]
+    return files[0]
+
+
+def parse(path: Path, *, whole: bool = True) -> list[tuple[float, int | None, str, bytes]]:
+    """Every line of the file; each must be well-formed. ``whole``: the file ends with a
+    newline (else a last fragment without one is allowed, and left out)."""
+    data = path.read_bytes()
+    if whole:
+        assert data.endswith(b"\n"), data[-200:]
+    body = data[: data.rfind(b"\n") + 1]
+    out = []
+    for raw in body.split(b"\n")[:-1]:
+        m = LINE.match(raw)
+        assert m, raw
+        t, step, stream, text = m.groups()
+        out.append((float(t), None if step == b"-" else int(step), stream.decode(), text))
+    return out
+
+
+def test_python_and_c_level_writes_reach_file_and_both_streams(tmp_path):
+    proc = start(tmp_path, "mixed", NB_FLUSH_INTERVAL="0.05")
+    out, err = finish(proc)
+    assert proc.returncode == 0, err
+    # the real streams got everything, stdout and stderr kept apart
+    assert out == (b"python stdout at step 1\nfd 1 at step 2\nlibc printf at step 3\n"
+                   b"no newline at the end")
+    assert err == b"python stderr at step 1\nfd 2 at step 2\nlibc write to fd 2 at step 3\n"
+    lines = parse(console_file(tmp_path))
+    got = {(text, stream, step) for _t, step, stream, text in lines}
+    assert got == {
+        (b"python stdout at step 1", "o", 1), (b"python stderr at step 1", "e", 1),
+        (b"fd 1 at step 2", "o", 2), (b"fd 2 at step 2", "e", 2),
+        (b"libc printf at step 3", "o", 3), (b"libc write to fd 2 at step 3", "e", 3),
+        (b"no newline at the end", "o", 3),  # stamped when its writer closed the pipe
+    }
+    times = [t for t, *_ in lines]
+    assert times == sorted(times) and abs(times[0] - time.time()) < 600
+
+
+def _wait_for_size(path: Path, size: int, proc: subprocess.Popen) -> None:
+    deadline = time.monotonic() + HANG_GUARD_S
+    while not (path.exists() and path.stat().st_size >= size):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the console file did not grow"
+        time.sleep(0.02)  # waiting for another process's output, not for a flush of ours
+
+
+def test_kill9_in_a_print_flood_leaves_whole_lines_and_the_terminal_gets_them_too(tmp_path):
+    proc = start(tmp_path, "flood")
+    got: list[bytes] = []  # the terminal reads as it comes, or the echo (and the flood) waits
+    reader = threading.Thread(target=lambda: got.extend(iter(lambda: proc.stdout.read1(1 << 16), b"")))
+    reader.start()
+    path = tmp_path / "runs" / "console" / RUN_ID / "console.r0.s0.log"
+    _wait_for_size(path, 2 << 20, proc)
+    proc.send_signal(signal.SIGKILL)
+    reader.join(HANG_GUARD_S)  # EOF once the helper read the pipe to its end
+    assert not reader.is_alive()
+    finish(proc)
+    out = b"".join(got)
+    assert proc.returncode == -signal.SIGKILL
+    pad = b"x" * 100
+    terminal = out.split(b"\n")
+    for i, text in enumerate(terminal[:-1]):  # the terminal got every line, in order
+        assert text == b"flood %d %s" % (i, pad)
+    assert (b"flood %d %s" % (len(terminal) - 1, pad)).startswith(terminal[-1])
+    lines = parse(path)
+    assert len(lines) > 10_000
+    # the file: the same lines, but for any it had to drop, each gap counted in a note
+    expected, missing, noted = 0, 0, 0
+    for _t, _s, stream, text in lines:
+        if stream == "!":
+            noted += int(re.match(rb"nb: (\d+) lines", text).group(1))
+            continue
+        i = int(text.split()[1])
+        missing += i - expected
+        assert text == terminal[i], (i, text)  # the last one may be cut where the kill landed
+        expected = i + 1
+    assert missing == noted
+    steps = [s for _t, s, stream, _x in lines if stream == "o"]
+    known = [s for s in steps if s is not None]  # None: read before the first step was published
+    assert steps == [None] * (len(steps) - len(known)) + known and known == sorted(known) and known
+
+
+def test_fork_child_writes_to_the_original_streams_never_the_file(tmp_path):
+    proc = start(tmp_path, "fork")
+    out, err = finish(proc)
+    assert proc.returncode == 0, err
+    assert b"fork child python\n" in out and b"fork child fd 1\n" in out
+    assert b"fork child fd 2\n" in err
+    assert out.index(b"fork child fd 1") < out.index(b"parent after fork")
+    texts = [text for *_x, text in parse(console_file(tmp_path))]
+    assert texts == [b"parent before fork", b"parent after fork"]
+
+
+def test_sigterm_keeps_every_line_written_before_it(tmp_path):
+    proc = start(tmp_path, "sigterm")
+    assert proc.stdout.readline() == b"line 0\n"  # stdout is a pipe here: block-buffered,
+    while proc.stdout.readline() != b"ready\n":     # flushed by the print of "ready"
+        assert proc.poll() is None
+    proc.send_signal(signal.SIGTERM)
+    out, err = finish(proc)
+    assert proc.returncode == -signal.SIGTERM
+    assert b"c-level line before SIGTERM\n" in err
+    lines = parse(console_file(tmp_path))
+    # two pipes: the order between stdout and stderr is the helper's; each stream's is kept
+    assert [(t, st) for _t, st, s, t in lines if s == "o"] == [
+        (b"line 0", 4), (b"line 1", 4), (b"line 2", 4), (b"line 3", 4), (b"line 4", 4), (b"ready", 4)]
+    assert [(t, st) for _t, st, s, t in lines if s == "e"] == [(b"c-level line before SIGTERM", 4)]
+
+
+def test_uncaught_exception_traceback_is_in_the_file(tmp_path):
+    proc = start(tmp_path, "raise")
+    out, err = finish(proc)
+    assert proc.returncode == 1
+    assert b"RuntimeError: boom at step 3" in err
+    lines = parse(console_file(tmp_path))
+    errs = [(step, text) for _t, step, stream, text in lines if stream == "e"]
+    assert (3, b"RuntimeError: boom at step 3") in errs
+    assert any(text.startswith(b"Traceback") for _s, text in errs)
+
+
+def test_a_dead_helper_leaves_training_and_the_terminal_going(tmp_path):
+    proc = start(tmp_path, "after", SECONDS_AFTER="4")
+    assert proc.stdout.readline() == b"tick 0\n"
+    helpers = [c for c in psutil.Process(proc.pid).children() if "_console_tee.py" in " ".join(c.cmdline())]
+    assert len(helpers) == 1
+    helpers[0].send_signal(signal.SIGKILL)
+    out, err = finish(proc)
+    assert proc.returncode == 0, err
+    assert out.endswith(b"done\n")  # printed after the helper died: to the real stdout
+    assert b"console capture of rank 0 stopped" in err
+    lines = parse(console_file(tmp_path), whole=False)  # a write the kill cut: no newline
+    ticks = [text for *_x, text in lines]
+    assert ticks == [b"tick %d" % i for i in range(len(ticks))]
