@@ -36,6 +36,12 @@
     if (a !== 0 && (a < 1e-3 || a >= 1e6)) return v.toExponential(1);
     return String(+v.toPrecision(4));
   }
+  function fmtStep(v) {  // axis ticks: 1.2M, 350k
+    var a = Math.abs(v);
+    if (a >= 1e6) return +(v / 1e6).toPrecision(4) + "M";
+    if (a >= 1e4) return +(v / 1e3).toPrecision(4) + "k";
+    return fmtInt(v);
+  }
   function fmtInt(v) { return v == null ? "-" : Math.round(v).toLocaleString("en-US"); }
   function fmtTime(s) { return s == null ? "-" : new Date(s * 1000).toISOString().replace("T", " ").slice(0, 19) + " UTC"; }
   function color(i) { return PALETTE[i % PALETTE.length]; }
@@ -146,15 +152,16 @@
         if (l.lo && l.hi) {
           data.push(positive(l.hi)); data.push(positive(l.lo));
           var hi = series.length, lo = hi + 1;
-          series.push({ label: l.bandLabel + " max", stroke: alpha(l.color, 0.35), width: 0.5, spanGaps: true, points: { show: false }, value: function (u, v) { return fmt(v); } });
-          series.push({ label: l.bandLabel + " min", stroke: alpha(l.color, 0.35), width: 0.5, spanGaps: true, points: { show: false }, value: function (u, v) { return fmt(v); } });
+          series.push({ label: l.bandLabel + " max", stroke: alpha(l.color, 0.5), width: 0.75, spanGaps: true, points: { show: false }, value: function (u, v) { return fmt(v); } });
+          series.push({ label: l.bandLabel + " min", stroke: alpha(l.color, 0.5), width: 0.75, spanGaps: true, points: { show: false }, value: function (u, v) { return fmt(v); } });
           bands.push({ series: [hi, lo], fill: alpha(l.color, 0.22) });
         }
       });
       var opts = {
         width: width, height: def.height || 260, series: series, bands: bands,
         scales: { x: { time: !!def.time }, y: state.logy ? { distr: 3 } : {} },
-        axes: [{}, { size: 64, values: function (u, vals) { return vals.map(fmtAxis); } }],
+        axes: [def.time ? {} : { values: function (u, vals) { return vals.map(fmtStep); } },
+               { size: 64, values: function (u, vals) { return vals.map(fmtAxis); } }],
         cursor: { drag: { x: true, y: false }, points: { show: false } },
         legend: { live: true },
         hooks: { draw: [nonfiniteMarks(def.marks || [])] },
