@@ -22,7 +22,8 @@ Which run (every writer of a job must find the same one, with no communication):
   opening the same ``log_dir`` again — e.g. with ``purge_step`` after a restart —
   continues that run in a new session, whose first step hides what earlier sessions
   logged from there on (TensorBoard's purge, applied by nb's readers);
-- without ``log_dir`` or a job id: nb's own rule (a fresh run per writer).
+- without ``log_dir`` or a job id: nb's own rule (a fresh run per writer), or on one
+  machine under a static rendezvous (``accelerate launch``) the launcher process's id.
 
 Differences from TensorBoard: ``walltime`` is ignored (nb stamps its own wall time);
 ``global_step=None`` means nb's current step (the last one given, plus one for
@@ -131,11 +132,17 @@ class SummaryWriter:
         )
         kw.update(init_kwargs)
         env = os.environ
-        if run_id is None and not env.get("NB_RUN_ID") and log_dir is not None:
+        if run_id is None and not env.get("NB_RUN_ID"):
             _job, source = shared_job_id(env)
-            if source not in _STABLE_JOB_SOURCES:  # the folder names the run
+            if log_dir is not None and source not in _STABLE_JOB_SOURCES:  # the folder names the run
                 kw["run_id"] = derive_run_id(project, name, "logdir\0" + folder)
                 kw["resume"] = resume or "auto"
+            elif log_dir is None:
+                from .integrations._common import agent_run_id
+
+                agent = agent_run_id(project, name, env)
+                if agent is not None:  # accelerate launch / torchrun --master-port: no job id
+                    kw["run_id"], kw["resume"] = agent, resume or "auto"
         self.run: Run = init(**kw)
 
     # -- what TensorBoard's writer offers -------------------------------------------

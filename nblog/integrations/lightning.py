@@ -80,13 +80,20 @@ class NbLogger(_Logger):
         self._config = _common.as_config(config)
         self._run: Run | None = None
         self._ckpt_path: str | None = None
-        if run_id is None and not os.environ.get("NB_RUN_ID") and shared_job_id(os.environ)[0] is None:
-            inherited = os.environ.get(ENV_RUN_ID)
-            if inherited and "LOCAL_RANK" in os.environ and inherited not in _exported:
-                self._kw["run_id"] = inherited  # a process Lightning's launcher started
-            else:  # the main process: draw the id its children will inherit
+        env = os.environ
+        if run_id is None and not env.get("NB_RUN_ID") and shared_job_id(env)[0] is None:
+            inherited = env.get(ENV_RUN_ID)
+            if "RANK" in env:  # started by torchrun / accelerate launch with a static rendezvous
+                agent = _common.agent_run_id(project, run_name, env)
+                if agent is not None:
+                    self._kw["run_id"], self._kw["resume"] = agent, resume or "auto"
+            elif "LOCAL_RANK" in env:
+                if inherited and inherited not in _exported:
+                    self._kw["run_id"] = inherited  # a process Lightning's launcher started
+            elif "OMPI_COMM_WORLD_RANK" not in env and "SLURM_PROCID" not in env:
+                # the main process: draw the id the processes it starts will inherit
                 rid = random_run_id(run_name)
-                os.environ[ENV_RUN_ID] = rid
+                env[ENV_RUN_ID] = rid
                 _exported.add(rid)
                 self._kw["run_id"] = rid
 

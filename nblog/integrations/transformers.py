@@ -88,6 +88,10 @@ class NbCallback(TrainerCallback):
             saved = _common.read_run_id(folder)
             if saved is not None and kw["run_id"] is None:
                 kw["run_id"], kw["resume"] = saved, "auto"
+        if kw["run_id"] is None:
+            agent = _common.agent_run_id(kw["project"], kw["run_name"], os.environ)
+            if agent is not None:  # accelerate launch / torchrun --master-port: no job id
+                kw["run_id"], kw["resume"] = agent, kw["resume"] or "auto"
         self.run = init(config=config, **kw)
 
     def on_log(self, args, state, control, logs=None, **kwargs) -> None:
