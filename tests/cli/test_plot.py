@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "report"))
-from helpers import write_run  # noqa: E402
+from report_helpers import write_run  # noqa: E402
 
 C0 = np.array([0x1F, 0x77, 0xB4])  # the first run's colour
 BAND = 255 - 0.25 * (255 - C0)  # that colour at the band's alpha over white

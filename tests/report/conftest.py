@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from helpers import write_run  # noqa: E402
+from report_helpers import SPIKE_STEP, SPIKE_VALUE, write_run  # noqa: E402
 
 CHROMIUM = os.environ.get("NB_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("NB_CHROMEDRIVER", "/usr/bin/chromedriver")
@@ -27,7 +27,6 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
 # every scheme that leaves the file; file: (the page) stays allowed
 BLOCKED = ["http://*", "https://*", "ws://*", "wss://*", "ftp://*", "chrome-extension://*"]
 
-SPIKE_STEP, SPIKE_VALUE = 1950, 50.0
 
 
 @pytest.fixture(scope="session")

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 WRITER = Path(__file__).with_name("spike_writer.py")
+SPIKE_STEP, SPIKE_VALUE = 1950, 50.0  # the planted spike of the report runs (conftest.py)
 _DROP = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "OMPI_", "SLURM_", "TORCHELASTIC_",
          "NB_", "PMI_", "FORCE_COLOR", "NO_COLOR")
 

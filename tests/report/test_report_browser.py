@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-from conftest import SPIKE_STEP, SPIKE_VALUE
+from report_helpers import SPIKE_STEP, SPIKE_VALUE
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import SPIKE_VALUE
+from report_helpers import SPIKE_VALUE
 from typer.testing import CliRunner
 
 from nbcli.app import app
