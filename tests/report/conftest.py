@@ -35,12 +35,16 @@ def report_runs(tmp_path_factory) -> Path:
     spike of 50 at step 1,950, NaN at 500, +inf at 700, every rank timing time/step
     (rank 2 sleeps: a straggler), a text with HTML in it, an image and system metrics
     of its machine;
-    ``plots/other-00000002``: 1 rank, 2,500 steps, another config."""
+    ``plots/other-00000002``: 1 rank, 2,500 steps, another config;
+    ``plots/gpus-00000003``: 3 ranks on two machines (node-a: ranks 0-1, node-b: rank 2),
+    each with 4 fake GPUs sampled by its local rank 0."""
     root = tmp_path_factory.mktemp("report") / "runs"
     write_run(root, "spike-00000001", world=4, spike_step=SPIKE_STEP, spike_value=SPIKE_VALUE, nan=[500], inf=[700],
               slow_rank=2, image=True, system=True, config={"lr": 0.001, "model": {"width": 64}})
     write_run(root, "other-00000002", world=1, steps=2500, spike_step=100, spike_value=3.0,
               config={"lr": 0.003, "model": {"width": 64}})
+    write_run(root, "gpus-00000003", world=3, hosts=["node-a", "node-a", "node-b"], gpus=4, steps=300,
+              system="gpu", slow_rank=1, timed_steps=50)
     return root
 
 

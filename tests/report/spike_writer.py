@@ -5,7 +5,8 @@ and NB_RUN_ID. Rank 0 logs ``train/loss`` = 1 + 0.5 * cos(step / 300) at every s
 ``range(steps)`` with a planted ``spike`` (value ``spike_value`` at ``spike_step``), NaN at
 ``nan`` steps and +inf at ``inf`` steps, ``train/lr``, a text and (``image``) an 8x8 image.
 Every rank times ``time/step`` with all_ranks=True; ``slow_rank`` sleeps ``slow_s`` in it.
-With ``system`` local rank 0 samples cpu and memory every 0.05 s for half a second.
+With ``system`` local rank 0 samples cpu and memory (and with ``"gpu"`` the GPUs) every
+0.05 s for half a second.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ import nblog as nb
 def main() -> None:
     spec = json.loads(sys.argv[1])
     run = nb.init("plots", run_name=spec.get("name", "spike"), config=spec.get("config", {"lr": 0.001}),
-                  system=["cpu", "memory"] if spec.get("system") else False, system_interval=0.05,
+                  system=(["cpu", "memory", "gpu"] if spec.get("system") == "gpu" else ["cpu", "memory"])
+                  if spec.get("system") else False, system_interval=0.05,
                   flush_interval=0.2)
     steps = spec.get("steps", 3000)
     timed = spec.get("timed_steps", 200)

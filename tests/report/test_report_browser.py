@@ -235,3 +235,23 @@ def test_band_across_ranks_is_drawn(browser, tmp_path):
         return [d[0], d[1], d[2], d[3]];
         """)
     assert 40 <= n[3] <= 90 and n[2] > n[0], n  # translucent blue: the band, not a line
+
+
+def test_machines_and_gpus_are_drawn(browser, report_runs, tmp_path, artifacts):
+    out = tmp_path / "gpus.html"
+    res = nb_report(report_runs, out, "gpus-00000003")
+    assert res.returncode == 0, res.stderr
+    open_page(browser, out)
+    assert console_errors(browser) == []
+    charts = browser.execute_script(CANVAS_PIXELS)
+    system = [c for c in charts if c["kind"] == "system"]
+    assert len(system) >= 2 * 6  # two machines, a chart per metric
+    for c in charts:
+        assert c["drawn"] > 200, c
+    body = browser.find_element("tag name", "body").text
+    assert "node-a (sampled by rank 0, 4 GPUs)" in body and "node-b (sampled by rank 2, 4 GPUs)" in body
+    height = browser.execute_script("return document.body.scrollHeight")
+    browser.set_window_size(1400, min(int(height) + 40, 6000))
+    shot = artifacts / "nb-report-gpus.png"
+    assert browser.get_screenshot_as_file(str(shot))
+    print(f"\nscreenshot of the GPU report: {shot}")

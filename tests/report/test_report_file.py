@@ -98,3 +98,24 @@ def test_unknown_run_is_an_error(report_runs, tmp_path):
     res = nb("report", "nope", "--root", str(report_runs), "-o", str(tmp_path / "r.html"))
     assert res.exit_code == 1 and "error: no run matches 'nope'" in res.stderr
     assert not (tmp_path / "r.html").exists()
+
+
+def test_system_metrics_per_machine_with_a_line_per_gpu(report_runs, tmp_path):
+    out = tmp_path / "gpus.html"
+    res = nb("report", "gpus-00000003", "--root", str(report_runs), "-o", str(out))
+    assert res.exit_code == 0, res.output
+    (run,) = page_data(out.read_text(encoding="utf-8"))["runs"]
+    machines = {m["hostname"]: m for m in run["system"]}
+    assert sorted(machines) == ["node-a", "node-b"]
+    assert machines["node-a"]["rank"] == 0 and machines["node-b"]["rank"] == 2
+    for m in machines.values():
+        assert m["gpus"] == 4
+        charts = {c["metric"]: c for c in m["charts"]}
+        gpu = [c for name, c in charts.items() if name.startswith("gpu ")]
+        assert gpu, charts.keys()
+        for c in gpu:
+            assert [s["label"] for s in c["series"]] == ["gpu0", "gpu1", "gpu2", "gpu3"]
+        # the fake's utilization is 10*j + 5 % on GPU j
+        util = next(c for name, c in charts.items() if "util" in name and "gpu" in name)
+        for j, s in enumerate(util["series"]):
+            assert {v for v in s["line"] if v is not None} == {10 * j + 5.0}
