@@ -27,11 +27,19 @@ IMAGES_PER_TAG = 4
 THUMB_PX = 192  # the longer side of a thumbnail
 
 
-def floats(a: np.ndarray | None) -> list | None:
-    """A float array as a JSON list: NaN (an empty bucket) as null."""
+def floats(a: np.ndarray | None, digits: int = 7) -> list | None:
+    """A float array as a JSON list of values to ``digits`` significant digits (what a
+    float32 holds; the file is half the size of full doubles), NaN (an empty bucket) as
+    null."""
     if a is None:
         return None
-    return [None if v != v else v for v in np.asarray(a, np.float64).tolist()]
+    fmt = f"{{:.{digits}g}}".format
+    return [None if v != v else float(fmt(v)) for v in np.asarray(a, np.float64).tolist()]
+
+
+def positions(a: np.ndarray, steps: bool) -> list:
+    """Bucket positions as a JSON list, exact: steps as integers, times as floats."""
+    return np.asarray(a).astype(np.int64).tolist() if steps else np.asarray(a, np.float64).tolist()
 
 
 def _flatten(config: object, prefix: str = "") -> list[list]:
@@ -102,7 +110,7 @@ def scalar_chart(tag: str, frames: Sequence[tuple[str, pl.DataFrame]], max_bucke
                 "nonfinite_total": bad_total,
             }
         )
-    return {"tag": tag, "bucketed": grid.bucketed, "x": floats(grid.x()), "series": series}
+    return {"tag": tag, "bucketed": grid.bucketed, "x": positions(grid.x(), True), "series": series}
 
 
 def scalar_charts(readers: Sequence, max_buckets: int = MAX_BUCKETS) -> list[dict]:
@@ -133,7 +141,7 @@ def heat_map(tag: str, frame: pl.DataFrame, report: dict | None, columns: int = 
     finite = cells[np.isfinite(cells)]
     out = {
         "tag": tag,
-        "x": floats(grid.x()),
+        "x": positions(grid.x(), True),
         "bucketed": grid.bucketed,
         "ranks": ranks,
         "cells": [floats(row) for row in cells],
@@ -198,7 +206,7 @@ def system_charts(reader, max_buckets: int = MAX_BUCKETS) -> list[dict]:
                                                              pl.col("wall_time").alias("x"), "value")
                 b = S.band(S.buckets(f, grid), grid)
                 series.append({"label": label, "line": floats(b.line), "lo": floats(b.lo), "hi": floats(b.hi)})
-            charts.append({"metric": g, "x": floats(grid.x()), "bucketed": grid.bucketed, "series": series})
+            charts.append({"metric": g, "x": positions(grid.x(), False), "bucketed": grid.bucketed, "series": series})
         out.append({"hostname": m["hostname"], "rank": m["rank"],
                     "gpus": len(m.get("gpus") or []), "charts": charts})
     return out
