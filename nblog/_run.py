@@ -440,6 +440,8 @@ class Run(MediaMixin):
             seen = self._alerted.get(title)
             if seen is not None and now - seen[0] < ALERT_INTERVAL_S:
                 seen[1] += 1
+                if self._writer is not None:  # the session's END record counts them too
+                    self._writer.dropped["alert_rate_limited"] += 1
                 return
             suppressed = seen[1] if seen is not None else 0
             self._alerted[title] = [now, 0]

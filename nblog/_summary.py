@@ -194,13 +194,15 @@ def overview(reader: RunReader, tags: str | Iterable[str] | None = None) -> dict
     ``run.json``, each with hidden_points: points hidden by later sessions, all ranks;
     config: the session's own config when it was started with another one, else None;
     config_changes: :func:`config_changes` against the run's config), files (one per event
-    log: rank, session, file, size_bytes, host, pid, wall_start, first_step,
+    log: rank, session, file, size_bytes, host, pid, wall_start, duration_s, first_step,
     last_step, points, hidden_points, closed, end_status, dropped, skipped_bytes,
     pending_bytes, unknown_frames), media (:func:`media_pack` per rank that logged
     media), machines (:meth:`RunReader.machines` plus system_tags), tags
     (:func:`tag_table`), dropped (counter → points dropped, all ranks and sessions),
     problems (skipped_bytes, unknown_frames, pending_bytes, media_missing, media_not_visible:
-    records of a session still writing whose bytes this machine does not see yet).
+    records of a session still writing whose bytes this machine does not see yet),
+    and what went wrong and what ran (:func:`incidents`): failures, first_failure,
+    failed_after, failure_line, unended, alerts, provenance.
     """
     meta = reader.meta
     files = []
@@ -220,6 +222,7 @@ def overview(reader: RunReader, tags: str | Iterable[str] | None = None) -> dict
                     "host": s["host"],
                     "pid": s["pid"],
                     "wall_start": s["wall_start"],
+                    "duration_s": s["duration_s"],
                     "first_step": s["first_step"],
                     "last_step": s["last_step"],
                     "points": s["points"],
@@ -290,6 +293,7 @@ def overview(reader: RunReader, tags: str | Iterable[str] | None = None) -> dict
         "dropped": dict(sorted(dropped.items())),
         "problems": {k: problems.get(k, 0) for k in ("skipped_bytes", "pending_bytes", "unknown_frames",
                                                      "media_missing", "media_not_visible")},
+        **incidents(reader, files, run["status"]),
     }
 
 
@@ -362,3 +366,181 @@ def timer_report(
             }
         )
     return {"ranks": per_rank, "timers": timers, "threshold": threshold, "world_size": reader.meta.get("world_size")}
+
+
+#: Text lines of a failure's traceback that ``nb show`` prints (``--json`` has it whole).
+TRACEBACK_LINES = 40
+
+
+def failure_line(failure: dict | None, after: int = 0) -> str | None:
+    """``failed: rank 3 (host7), step 812, RuntimeError: CUDA out of memory`` for the
+    failure event ``failure`` (None: None), plus how many other ranks failed after it."""
+    if not failure:
+        return None
+    where = f"rank {failure.get('rank')}"
+    if failure.get("host"):
+        where += f" ({failure['host']})"
+    step = failure.get("step")
+    message = (failure.get("message") or "").strip().splitlines()
+    what = str(failure.get("type") or "?") + (f": {message[0]}" if message else "")
+    line = f"failed: {where}, " + (f"step {step}, " if step is not None else "before the first step, ") + what
+    if after:
+        line += f" ({after} other rank{'s' if after != 1 else ''} failed after it)"
+    return line
+
+
+def unended_line(session: dict) -> str:
+    """``rank 2 session 0 ended without an END record (killed? last step N)``."""
+    step = session.get("last_step")
+    host = f" ({session['host']})" if session.get("host") else ""
+    return (f"rank {session['rank']}{host} session {session['session']} ended without an END record "
+            f"(killed? last step {step if step is not None else 'none'})")
+
+
+def incidents(reader: RunReader, files: list[dict] | None = None, status: str | None = None) -> dict:
+    """What went wrong and what ran, from every rank's event logs and provenance files.
+
+    Keys: failures (every failure event, earliest first: rank, session, host, step,
+    wall, type, module, message, traceback, error_file, error_file_content: torchrun's
+    error file as read when the rank failed), first_failure (the earliest of the latest
+    session, or None: a failure that a later session resumed from is only listed),
+    failed_after (how many other ranks failed after it), failure_line
+    (:func:`failure_line`), unended (sessions that ended without an END record: a
+    ``kill -9``, an OOM kill, a lost node; rank, session, host, last_step, last_record:
+    the wall time of its last record, line: :func:`unended_line`), first_incident
+    ("unended" when a session of the latest session number stopped writing without an
+    END record before the first failure's time, as when a killed rank makes the others
+    fail; "failure"; None), alerts (``run.alert`` events, earliest first: rank, session, host,
+    step, wall, level, title, text, suppressed), provenance (:func:`provenance`).
+
+    A session without an END record counts as ended when the run is not running
+    (finished, failed, stale), when its rank has a later session, or when another
+    rank's same session has ended: a session still writing is not listed.
+    """
+    if files is None:
+        files = [{"rank": r, **s, "closed": s["end"] is not None} for r in reader.ranks() for s in reader.sessions(r)]
+    events = reader.events()
+    failures = [e for e in events if e.get("kind") == "failure"]
+    alerts = [e for e in events if e.get("kind") == "alert"]
+    # the current launch's: a failure that a later session resumed from is history
+    current = max((f["session"] for f in files), default=None)
+    now = [e for e in failures if e["session"] == current]
+    first = now[0] if now else None
+    after = len({e["rank"] for e in now[1:] if e["rank"] != first["rank"]}) if first else 0
+    latest: dict[int, int] = {}
+    closed_sessions: set[int] = set()
+    for f in files:
+        latest[f["rank"]] = max(latest.get(f["rank"], -1), f["session"])
+        if f["closed"]:
+            closed_sessions.add(f["session"])
+    dead = status not in ("running", None)
+    unended = []
+    for f in files:
+        if f["closed"]:
+            continue
+        if dead or f["session"] < latest[f["rank"]] or f["session"] in closed_sessions:
+            wall0, dur = f.get("wall_start"), f.get("duration_s")
+            last = wall0 + dur if isinstance(wall0, (int, float)) and isinstance(dur, (int, float)) else None
+            unended.append({"rank": f["rank"], "session": f["session"], "host": f.get("host"),
+                            "last_step": f.get("last_step"), "last_record": last})
+    for u in unended:
+        u["line"] = unended_line(u)
+    # which came first in the latest session: a rank that stopped writing without an END
+    # record (it died after its last record) before the first exception, or the exception
+    gone = [u for u in unended if u["session"] == current and u["last_record"] is not None]
+    first_incident = None
+    if first is not None:
+        first_incident = "failure"
+    if gone and (first is None or first.get("wall") is None
+                 or min(u["last_record"] for u in gone) < first["wall"]):
+        first_incident = "unended"
+    return {
+        "failures": failures,
+        "first_failure": first,
+        "failed_after": after,
+        "failure_line": failure_line(first, after),
+        "unended": unended,
+        "first_incident": first_incident,
+        "alerts": alerts,
+        "provenance": provenance(reader.dir),
+    }
+
+
+#: A provenance file larger than this is not read (they are tens of KiB).
+MAX_PROVENANCE_BYTES = 16 << 20
+
+
+def provenance(run_dir: str) -> list[dict]:
+    """The provenance records of a run (``provenance.r<rank>.s<session>.json``), by rank
+    then session, each with ``file`` added; a file that is not a JSON object is skipped."""
+    from ._provenance import parse_file_name
+    from ._runfile import read_json_file
+
+    try:
+        names = os.listdir(run_dir)
+    except OSError:
+        return []
+    out = []
+    for name in names:
+        rs = parse_file_name(name)
+        if rs is None:
+            continue
+        path = os.path.join(run_dir, name)
+        try:
+            if os.stat(path).st_size > MAX_PROVENANCE_BYTES:
+                continue
+        except OSError:
+            continue
+        obj, _st = read_json_file(path)
+        if obj is None:
+            continue
+        obj["rank"], obj["session"], obj["file"] = rs[0], rs[1], name
+        out.append(obj)
+    out.sort(key=lambda o: (o["rank"], o["session"]))
+    return out
+
+
+def provenance_lines(records: list[dict]) -> list[tuple[str, str]]:
+    """``nb show``'s summary of the latest provenance record of rank 0 (else of the
+    lowest rank): (label, text) pairs for command, code (git commit, branch, dirty),
+    python and torch versions."""
+    if not records:
+        return []
+    low = min(r["rank"] for r in records)
+    rec = max((r for r in records if r["rank"] == low), key=lambda r: r["session"])
+    out: list[tuple[str, str]] = []
+    argv = rec.get("orig_argv") or rec.get("argv")
+    if isinstance(argv, list):
+        out.append(("command", " ".join(str(a) for a in argv)))
+    git = rec.get("git")
+    if isinstance(git, dict):
+        commit = str(git.get("commit") or "no commit")
+        parts = [commit[:12]]
+        if git.get("branch"):
+            parts.append(f"on {git['branch']}")
+        if git.get("dirty"):
+            size = git.get("diff_bytes")
+            parts.append(f"dirty ({size} B of diff in {git.get('diff_file')})" if git.get("diff_file") else "dirty")
+        elif git.get("dirty") is False:
+            parts.append("clean")
+        if git.get("remote"):
+            parts.append(f"from {git['remote']}")
+        out.append(("code", ", ".join(parts)))
+    else:
+        out.append(("code", "not in a git repository"))
+    py = rec.get("python") if isinstance(rec.get("python"), dict) else {}
+    libs = rec.get("libraries") if isinstance(rec.get("libraries"), dict) else {}
+    versions = [f"python {py.get('version', '?')}"]
+    torch = libs.get("torch")
+    if isinstance(torch, dict):
+        t = f"torch {torch.get('version')}"
+        if torch.get("cuda"):
+            t += f" (CUDA {torch['cuda']}" + (f", NCCL {torch['nccl']})" if torch.get("nccl") else ")")
+        versions.append(t)
+    for name in ("numpy", "nblog"):
+        if libs.get(name):
+            versions.append(f"{name} {libs[name]}")
+    out.append(("versions", ", ".join(versions)))
+    out.append(("recorded", f"{rec['file']} (rank {rec['rank']}, session {rec['session']}; "
+                            f"{len(records)} file{'s' if len(records) != 1 else ''}; all of it: nb show --json)"))
+    return out

@@ -43,7 +43,9 @@ def _last(tag: dict):
 
 
 def show(run: RunArg, tags: Tags = None, root: Root = None, as_json: Json = False) -> None:
-    """Show one run: metadata, config (and which keys a later session changed),
+    """Show one run: metadata, what went wrong (the first failure with its traceback,
+    sessions that ended without an END record, alerts), what code ran (provenance),
+    config (and which keys a later session changed),
     sessions (with hidden points), the event log of each writing rank, machines, tags
     with their last value and first non-finite value, and dropped-point counters.
     --tag selects the tags listed (the other sections stay whole)."""
@@ -83,6 +85,7 @@ def show(run: RunArg, tags: Tags = None, root: Root = None, as_json: Json = Fals
         ],
         title="Run",
     )
+    _what_went_wrong(out, info)
     out.gap()
     changed = [s for s in info["sessions"] if s["config_changes"]]
     out.block(json.dumps(info["config"], indent=2, ensure_ascii=False, default=str),
@@ -169,6 +172,72 @@ def show(run: RunArg, tags: Tags = None, root: Root = None, as_json: Json = Fals
 
 
 _MAX_CHANGES = 8  # changed keys spelt out per session; the rest counted
+_MAX_UNENDED = 10  # sessions without an END record spelt out; the rest counted
+_MAX_ALERTS = 20  # the latest alerts listed; the rest counted
+
+
+def _what_went_wrong(out: Output, info: dict) -> None:
+    """The first failure (with the end of its traceback), sessions that ended without an
+    END record, the latest alerts, and what code ran (provenance)."""
+    from nblog._summary import TRACEBACK_LINES, provenance_lines
+
+    first = info.get("first_failure")
+    unended = info.get("unended") or []
+    if unended and info.get("first_incident") == "unended":  # a rank died first: the others followed
+        _unended(out, unended)
+        unended = []
+    if first:
+        out.gap()
+        out.line(data(info["failure_line"], "red bold"))
+        tb = (first.get("traceback") or "").rstrip("\n").splitlines()
+        if len(tb) > TRACEBACK_LINES:
+            tb = [f"... ({len(tb) - TRACEBACK_LINES} lines above: nb show --json, failures[].traceback)",
+                  *tb[-TRACEBACK_LINES:]]
+        if tb:
+            out.block("\n".join(tb), title=f"Traceback of rank {first['rank']}")
+        content = first.get("error_file_content")
+        if isinstance(content, dict):
+            msg = content.get("message")
+            msg = msg.get("message") if isinstance(msg, dict) else msg
+            if isinstance(msg, str) and msg.strip():
+                out.line(data(f"torchrun error file: {msg.strip().splitlines()[0]}"))
+    if unended:
+        _unended(out, unended)
+    alerts = info.get("alerts") or []
+    if alerts:
+        out.gap()
+        shown = alerts[-_MAX_ALERTS:]
+        out.table(
+            [Column("TIME"), Column("LEVEL"), Column("RANK", True), Column("STEP", True), Column("TITLE"),
+             Column("TEXT")],
+            (
+                [fmt_time(a.get("wall")), data(str(a.get("level") or "?"), _LEVEL_STYLE.get(a.get("level"), "")),
+                 a["rank"], a.get("step"), data(str(a.get("title") or ""), "bold"),
+                 data(_short(str(a.get("text") or "")) + (f" (+{a['suppressed']} suppressed)" if a.get("suppressed") else ""))]
+                for a in shown
+            ),
+            title=f"Alerts ({len(alerts)}" + (f", the last {len(shown)}" if len(shown) < len(alerts) else "") + ")",
+        )
+    lines = provenance_lines(info.get("provenance") or [])
+    if lines:
+        out.gap()
+        out.fields([(k, data(v)) for k, v in lines], title="Provenance")
+
+
+def _unended(out: Output, unended: list[dict]) -> None:
+    out.gap()
+    for u in unended[:_MAX_UNENDED]:
+        out.line(data(u["line"], "red bold"))
+    if len(unended) > _MAX_UNENDED:
+        out.line(data(f"and {len(unended) - _MAX_UNENDED} more sessions without an END record", "red"))
+
+
+_LEVEL_STYLE = {"error": "red bold", "warn": "yellow", "info": ""}
+
+
+def _short(text: str, width: int = 80) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= width else line[: width - 3] + "..."
 
 
 def _config_note(session: dict) -> str:

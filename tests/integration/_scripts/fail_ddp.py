@@ -1,0 +1,58 @@
+"""A 4-rank gloo job that goes wrong on purpose, for tests/integration/test_failures.py.
+
+Every rank logs through nblog (timers on every rank) and all-reduces a tensor each
+step, so when one rank stops the others block until torchrun stops them (SIGTERM), as
+in a real DDP job.
+
+    --raise-rank R --at S    rank R raises RuntimeError at step S (under torch's @record)
+    --kill-rank R --at S     rank R flushes, then kills itself with SIGKILL at step S
+    --alert-rank R           rank R raises run.alert("slow data", ...) at step 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+
+import torch
+import torch.distributed as dist
+from torch.distributed.elastic.multiprocessing.errors import record
+
+import nblog as nb
+
+
+@record
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--root", required=True)
+    ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--at", type=int, default=30)
+    ap.add_argument("--raise-rank", type=int, default=-1)
+    ap.add_argument("--kill-rank", type=int, default=-1)
+    ap.add_argument("--alert-rank", type=int, default=-1)
+    args = ap.parse_args()
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    run = nb.init("fail", run_name="ddp", root=args.root, system=False, timing_all_ranks=True)
+    if rank == 0:
+        print(f"run id: {run.id}", flush=True)
+    x = torch.ones(4)
+    for step in range(1, args.steps + 1):
+        with run.timer("time/step", step=step):
+            dist.all_reduce(x)
+            x /= dist.get_world_size()
+        run.add_scalar("train/loss", 1.0 / step, step=step)
+        if rank == args.alert_rank and step == 10:
+            run.alert("slow data", f"rank {rank} waited 3 s for a batch", level="warn")
+        if step == args.at and rank == args.raise_rank:
+            raise RuntimeError(f"CUDA out of memory (injected at step {step})")
+        if step == args.at and rank == args.kill_rank:
+            run.flush()
+            os.kill(os.getpid(), signal.SIGKILL)
+    run.finish()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
