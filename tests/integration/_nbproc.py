@@ -25,9 +25,11 @@ _DROP = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", 
 
 
 def base_env(**extra: str) -> dict[str, str]:
-    """This environment without launcher or nb variables, nblog importable, plus ``extra``."""
+    """This environment without launcher or nb variables, nblog importable, provenance
+    off (``NB_PROVENANCE=0``; pass ``NB_PROVENANCE="1"`` to record it), plus ``extra``."""
     env = {k: v for k, v in os.environ.items() if not (k.startswith(_DROP_PREFIXES) or k in _DROP)}
     env["PYTHONPATH"] = str(REPO)
+    env["NB_PROVENANCE"] = "0"  # as system metrics are off: tested on its own (test_provenance)
     env.update(extra)
     return env
 

@@ -58,3 +58,23 @@ def test_alerts_on_a_non_logging_rank_are_recorded_and_rate_limited(opened) -> N
     assert rows == [(1, 5, "error", "grad norm", "grad norm 1e4 at step 5", 0), (1, 5, "warn", "data", "slow shard", 0)]
     (lf,) = r.files(1)
     assert lf.end["dropped"] == {"alert_rate_limited": 1}
+
+
+def test_provenance_of_each_machine_and_the_diff_on_rank_0_only(tmp_path: Path) -> None:
+    """Two machines (srun -N 2, one task each): rank 0 and local rank 0 of the other."""
+    from _nbproc import srun_env
+
+    procs = []
+    for r in (0, 1):
+        env = base_env(**srun_env(r, [1, 1], job_id="8080"), NB_PROVENANCE="1", NB_HOSTNAME=f"node{r + 1}")
+        procs.append(subprocess.Popen([sys.executable, str(SCRIPT), str(tmp_path), "finish"], env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    outs = [p.communicate(timeout=60) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    run_dir = Path(outs[0][0].strip())
+    import json
+
+    recs = {r: json.loads((run_dir / f"provenance.r{r}.s0.json").read_text()) for r in (0, 1)}
+    assert recs[1]["launcher"]["host"] == "node2" and recs[1]["launcher"]["local_rank"] == 0
+    assert recs[0]["env"]["SLURM_JOB_ID"] == recs[1]["env"]["SLURM_JOB_ID"] == "8080"
+    assert not (run_dir / "provenance.r1.s0.diff").exists()
