@@ -52,21 +52,21 @@ def _time_unit(span_s: float) -> tuple[float, str]:
     return 1.0, "s"
 
 
-def _draw_tag(ax, tag: str, frames: list, x: str, rank_label: str, all_ranks: bool, buckets_max: int) -> None:
+def _draw_tag(ax, tag: str, frames: list, x: str, rank_label: str, buckets_max: int,
+              scale: float, unit: str) -> None:
     """One axes: each run's line (or median and band), outlier rank and non-finite marks."""
     import numpy as np
     import polars as pl
 
     from ..report import _series as S
 
-    finite = [f.filter(pl.col("value").is_finite())["x"].to_numpy() for _i, _id, f, _raw in frames]
-    xs = np.concatenate(finite) if finite else np.zeros(0)
-    grid = S.make_grid(xs, buckets_max, integer=(x == "step"))
-    scale, unit = (1.0, "") if x == "step" else _time_unit(float(xs.max() - xs.min()) if len(xs) else 0.0)
-    gx = grid.x() / scale
+    steps = np.concatenate([f["x"].to_numpy() for _i, _id, f, _raw in frames])
+    grid = S.make_grid(steps, buckets_max)  # along steps: ranks are compared at the same steps
+    where = "x" if x == "step" else "t"
     for i, run_id, f, raw in frames:
         color = PALETTE[i % len(PALETTE)]
         b = S.band(S.buckets(f, grid), grid)
+        gx = (grid.x() if b.at is None else b.at) / scale
         if len(b.ranks) > 1:
             ax.fill_between(gx, b.lo, b.hi, color=color, alpha=BAND_ALPHA, linewidth=0,
                             label=f"{run_id}: min–max of {len(b.ranks)} ranks")
@@ -85,7 +85,7 @@ def _draw_tag(ax, tag: str, frames: list, x: str, rank_label: str, all_ranks: bo
         bad = raw.filter(~pl.col("value").is_finite())
         if len(bad):
             v = bad["value"].to_numpy()
-            bx = bad["x"].to_numpy() / scale
+            bx = bad[where].to_numpy() / scale
             low = np.isneginf(v)
             kinds = sorted({"NaN" if math.isnan(t) else ("+inf" if t > 0 else "-inf") for t in v.tolist()})
             label = f"{run_id}: {len(bad)} non-finite ({', '.join(kinds)}) at the edge"
@@ -167,10 +167,14 @@ def plot(
             raise typer.BadParameter(f"no run has points of {tag!r}{hint}", param_hint="--tag")
         panels.append((tag, frames))
 
+    scale, unit = 1.0, ""
+    if x != XAxis.step:  # one unit for every panel: they share the x axis
+        spans = [float(f["t"].max() - f["t"].min()) for _tag, frames in panels for *_a, f, _raw in frames]
+        scale, unit = _time_unit(max(spans, default=0.0))
     fig = Figure(figsize=(w, h), dpi=dpi, layout="constrained")
     axes = fig.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
     for ax, (tag, frames) in zip(axes, panels, strict=True):
-        _draw_tag(ax, tag, frames, x.value, rank_label, all_ranks, max(100, int(w * dpi)))
+        _draw_tag(ax, tag, frames, x.value, rank_label, max(100, int(w * dpi)), scale, unit)
         if logy:
             ax.set_yscale("log")
         if logx:

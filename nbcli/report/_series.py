@@ -16,8 +16,8 @@ what matters to the eye:
 - :func:`nonfinite` lists the NaN and ±inf points, which the line leaves out and
   viewers mark instead (never dropped silently).
 
-Everything here works on frames with columns ``rank``, ``x`` and ``value``; the
-callers choose x (step, wall time or active time).
+Everything here works on frames with columns ``rank``, ``x`` (the step) and ``value``,
+plus ``t`` (seconds) when a figure is drawn against wall or active time.
 """
 
 from __future__ import annotations
@@ -128,12 +128,15 @@ def buckets(frame: pl.DataFrame, grid: Grid) -> pl.DataFrame:
         grid: from :func:`make_grid` over ``frame["x"]`` (or a wider set of x).
 
     Returns:
-        columns rank (Int32), bucket (Int64), mean, min, max (Float64), n (UInt32);
+        columns rank (Int32), bucket (Int64), mean, min, max (Float64), n (UInt32),
+        and t (the mean time of the bucket's points) when ``frame`` has a t column;
         buckets with no finite point are absent.
     """
     ids = grid.assign(frame["x"].to_numpy())
+    timed = "t" in frame.columns
     return (
-        frame.select(pl.col("rank").cast(pl.Int32), pl.Series("bucket", ids, pl.Int64), "value")
+        frame.select(pl.col("rank").cast(pl.Int32), pl.Series("bucket", ids, pl.Int64), "value",
+                     *(["t"] if timed else []))
         .filter(pl.col("value").is_finite())
         .group_by("rank", "bucket")
         .agg(
@@ -141,6 +144,7 @@ def buckets(frame: pl.DataFrame, grid: Grid) -> pl.DataFrame:
             pl.col("value").min().alias("min"),
             pl.col("value").max().alias("max"),
             pl.len().alias("n"),
+            *([pl.col("t").mean()] if timed else []),
         )
         .sort("rank", "bucket")
     )
@@ -158,6 +162,8 @@ class Band:
             the buckets, each scaled by the band's width there), or None with one rank.
         outlier_line: that rank's bucket means (None without an outlier).
         per_bucket: mean number of points per bucket and rank (for smoothing in viewers).
+        at: where each bucket lies on a time axis (the median across ranks of each
+            rank's mean time there), when the points had a t column; else None.
     """
 
     line: np.ndarray
@@ -167,6 +173,7 @@ class Band:
     outlier: int | None
     outlier_line: np.ndarray | None
     per_bucket: float
+    at: np.ndarray | None = None
 
 
 def band(per_rank: pl.DataFrame, grid: Grid) -> Band:
@@ -176,14 +183,20 @@ def band(per_rank: pl.DataFrame, grid: Grid) -> Band:
     lo = np.full(n, np.nan)
     hi = np.full(n, np.nan)
     if not len(per_rank):
-        return Band(line, lo, hi, [], None, None, 1.0)
+        return Band(line, lo, hi, [], None, None, 1.0, np.full(n, np.nan) if "t" in per_rank.columns else None)
+    timed = "t" in per_rank.columns
     across = per_rank.group_by("bucket").agg(
-        pl.col("mean").median().alias("line"), pl.col("min").min().alias("lo"), pl.col("max").max().alias("hi")
+        pl.col("mean").median().alias("line"), pl.col("min").min().alias("lo"), pl.col("max").max().alias("hi"),
+        *([pl.col("t").median()] if timed else []),
     )
     idx = across["bucket"].to_numpy()
     line[idx] = across["line"].to_numpy()
     lo[idx] = across["lo"].to_numpy()
     hi[idx] = across["hi"].to_numpy()
+    at = None
+    if timed:
+        at = np.full(n, np.nan)
+        at[idx] = across["t"].to_numpy()
     ranks = sorted(per_rank["rank"].unique().to_list())
     per_bucket = float(per_rank["n"].mean())
     outlier = outlier_line = None
@@ -201,7 +214,7 @@ def band(per_rank: pl.DataFrame, grid: Grid) -> Band:
         mine = per_rank.filter(pl.col("rank") == outlier)
         outlier_line = np.full(n, np.nan)
         outlier_line[mine["bucket"].to_numpy()] = mine["mean"].to_numpy()
-    return Band(line, lo, hi, ranks, outlier, outlier_line, per_bucket)
+    return Band(line, lo, hi, ranks, outlier, outlier_line, per_bucket, at)
 
 
 def nonfinite(frame: pl.DataFrame, limit: int = MAX_NONFINITE) -> tuple[list[dict], int]:
@@ -219,24 +232,31 @@ def nonfinite(frame: pl.DataFrame, limit: int = MAX_NONFINITE) -> tuple[list[dic
 
 
 def points(reader, tag: str, *, rank: int | None, x: str = "step") -> pl.DataFrame:
-    """The points of ``tag`` as columns rank, x, value: scalars if the tag is a scalar
-    anywhere in the run, else timers (seconds).
+    """The points of ``tag`` as columns rank, x (the step), value, and t (seconds) for
+    a time axis: scalars if the tag is a scalar anywhere in the run, else timers
+    (seconds).
+
+    Buckets are always cut along steps, so the ranks of a band are compared at the same
+    steps; on a time axis each bucket is drawn at the ranks' median time (``Band.at``).
 
     Args:
         reader: a :class:`nblog.RunReader`.
         tag: an exact tag name.
         rank: one rank, or None for every rank.
-        x: "step", "wall" (seconds since the run's first point) or "active" (seconds of
-            the sessions' own clocks, queue gaps between sessions left out).
+        x: "step"; "wall" (t: seconds since the run's first point); or "active" (t:
+            seconds of the sessions' own clocks, queue gaps between sessions left out).
 
     Returns an empty frame when no rank logged the tag.
     """
-    column = {"step": "step", "wall": "wall_time", "active": "active_time"}[x]
+    time_col = {"step": None, "wall": "wall_time", "active": "active_time"}[x]
     for read in (reader.scalars, reader.timers):
         df = read(tag, all_ranks=True) if rank is None else read(tag, rank=rank)
         if len(df):
-            out = df.select("rank", pl.col(column).alias("x"), "value")
-            if x == "wall":
-                out = out.with_columns(pl.col("x") - pl.col("x").min())
-            return out
-    return pl.DataFrame(schema={"rank": pl.Int32, "x": pl.Float64, "value": pl.Float64})
+            cols = [pl.col("rank"), pl.col("step").alias("x"), pl.col("value")]
+            if time_col == "wall_time":
+                cols.append((pl.col("wall_time") - pl.col("wall_time").min()).alias("t"))
+            elif time_col:
+                cols.append(pl.col(time_col).alias("t"))
+            return df.select(cols)
+    schema = {"rank": pl.Int32, "x": pl.Int64, "value": pl.Float64} | ({"t": pl.Float64} if time_col else {})
+    return pl.DataFrame(schema=schema)

@@ -108,6 +108,17 @@ def test_all_ranks_draws_the_band_and_names_the_outlier(cli, root, tmp_path):
     assert "spike-00000001: rank 2 (farthest from the median)" in text
 
 
+@pytest.mark.parametrize("x", ["wall", "active"])
+def test_a_band_on_a_time_axis_compares_ranks_at_the_same_steps(cli, root, tmp_path, x):
+    """The slow rank's clock runs far ahead of the others': cut along time, its late
+    buckets would hold it alone (the median = the slow rank) and another rank would be
+    named; cut along steps, the slow rank is the outlier, drawn at the ranks' median time."""
+    out = tmp_path / "band.svg"
+    res = plot(cli, root, "spike-00000001", "--all-ranks", "--tag", "time/step", "--x", x, "-o", str(out))
+    assert res.exit_code == 0, res.output
+    assert "spike-00000001: rank 2 (farthest from the median)" in out.read_text()
+
+
 def test_smoothing_x_axes_and_log_scales(cli, root, tmp_path):
     for args, label in ((["--x", "wall"], "wall time since the first point"),
                         (["--x", "active", "--logy"], "active time (queue gaps left out)"),
