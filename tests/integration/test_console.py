@@ -5,6 +5,7 @@ process that dies."""
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
@@ -22,9 +23,10 @@ RUN_ID = "console-00000001"
 
 
 def start(tmp_path: Path, mode: str, **env: str) -> subprocess.Popen:
+    """The child in a process group of its own (as torchrun starts each worker)."""
     return subprocess.Popen(
         [sys.executable, str(CHILD), str(tmp_path / "runs"), mode],
-        env=base_env(NB_RUN_ID=RUN_ID, **env), cwd=tmp_path,
+        env=base_env(NB_RUN_ID=RUN_ID, **env), cwd=tmp_path, start_new_session=True,
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )
 
@@ -137,11 +139,13 @@ def test_fork_child_writes_to_the_original_streams_never_the_file(tmp_path):
 
 
 def test_sigterm_keeps_every_line_written_before_it(tmp_path):
+    """SIGTERM to the whole process group, as torchrun (killpg) and Slurm stop a worker:
+    the helper is in it too, and must outlive the rank to write its last lines."""
     proc = start(tmp_path, "sigterm")
     assert proc.stdout.readline() == b"line 0\n"  # stdout is a pipe here: block-buffered,
     while proc.stdout.readline() != b"ready\n":     # flushed by the print of "ready"
         assert proc.poll() is None
-    proc.send_signal(signal.SIGTERM)
+    os.killpg(proc.pid, signal.SIGTERM)
     out, err = finish(proc)
     assert proc.returncode == -signal.SIGTERM
     assert b"c-level line before SIGTERM\n" in err
