@@ -7,6 +7,8 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
+import polars as pl
 import pytest
 from report_helpers import SPIKE_VALUE
 from typer.testing import CliRunner
@@ -119,3 +121,24 @@ def test_system_metrics_per_machine_with_a_line_per_gpu(report_runs, tmp_path):
         util = next(c for name, c in charts.items() if "util" in name and "gpu" in name)
         for j, s in enumerate(util["series"]):
             assert {v for v in s["line"] if v is not None} == {10 * j + 5.0}
+
+
+def test_the_page_size_is_bounded_by_buckets_not_steps():
+    """10 tags on 64 ranks: the page holds at most 2,000 buckets per chart, so 8,000 steps
+    cost what 2M steps do (scripts/report_size.py builds the 2M-step page: ~1.8 MB)."""
+    from nbcli.report import _html
+
+    rng = np.random.default_rng(0)
+    sizes = {}
+    for steps in (4_000, 8_000):  # both cut into 2,000 buckets (of 2 and 4 steps)
+        charts = []
+        for i in range(10):
+            x = np.tile(np.arange(steps), 64)
+            v = rng.normal(1.0, 0.1, len(x))
+            f = pl.DataFrame({"rank": np.repeat(np.arange(64, dtype=np.int32), steps), "x": x, "value": v})
+            charts.append(_data.scalar_chart(f"t/{i}", [("big", f)]))
+        data = {"nb_version": "t", "max_buckets": _data.MAX_BUCKETS, "runs": [], "charts": charts}
+        sizes[steps] = len(_html.render(data, "size").encode())
+        assert all(len(c["x"]) <= _data.MAX_BUCKETS for c in charts)
+    assert sizes[8_000] < 3 * 2**20  # the budget is 20 MB
+    assert abs(sizes[8_000] - sizes[4_000]) < 0.05 * sizes[4_000]
