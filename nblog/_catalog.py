@@ -99,7 +99,10 @@ def run_summary(run_dir: str, now: float | None = None, stale_after: float = STA
     (ranks with event logs), world_size, sessions, last_step, last_step_updated (unix
     seconds: when rank 0 recorded last_step in run.json, every few seconds while the
     step moves; None when unknown), started (unix seconds), duration_s (active time:
-    sessions added up, queue gaps left out), last_write (unix seconds), size_bytes, path.
+    sessions added up, queue gaps left out), last_write (unix seconds), size_bytes, path,
+    failure (rank 0's uncaught exception in the latest session, as run.json records it:
+    rank, type, message, step, wall; None otherwise: other ranks' failures are only in
+    their event logs, which ``nb show`` reads).
     """
     row = _summary(os.path.abspath(run_dir), time.time() if now is None else now, stale_after, False)
     assert row is not None
@@ -194,7 +197,15 @@ def _summary(run_dir: str, now: float, stale_after: float, only_runs: bool, meta
         "last_write": last_write or None,
         "size_bytes": size,
         "path": run_dir,
+        "failure": _failure(sessions),
     }
+
+
+def _failure(sessions: list) -> dict | None:
+    """The latest session's ``failure`` (rank 0's uncaught exception), else None."""
+    last = sessions[-1] if sessions and isinstance(sessions[-1], dict) else {}
+    failure = last.get("failure")
+    return failure if isinstance(failure, dict) else None
 
 
 def list_runs(root: str | os.PathLike | None = None, project: str | None = None) -> list[dict]:

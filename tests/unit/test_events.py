@@ -66,6 +66,10 @@ def test_rank_0_failure_in_a_with_block_reaches_run_json(root) -> None:
     assert (fail["rank"], fail["type"], fail["message"], fail["step"]) == (0, "KeyError", "'missing column'", 7)
     (f,) = nb.RunReader(run.dir).failures().to_dicts()
     assert f["type"] == "KeyError" and "raise KeyError" in f["traceback"]
+    from nblog._catalog import run_summary
+
+    row = run_summary(run.dir)  # nb ls reads run.json only
+    assert row["status"] == "failed" and row["failure"]["type"] == "KeyError"
 
 
 def test_sys_exit_0_in_a_with_block_is_no_failure(root) -> None:
