@@ -255,3 +255,22 @@ def test_machines_and_gpus_are_drawn(browser, report_runs, tmp_path, artifacts):
     shot = artifacts / "nb-report-gpus.png"
     assert browser.get_screenshot_as_file(str(shot))
     print(f"\nscreenshot of the GPU report: {shot}")
+
+
+def test_dragging_zooms_and_a_double_click_zooms_out(browser, report_file):
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    open_page(browser, report_file)
+    i = browser.execute_script("return window.nbCharts.findIndex(c => c.tag === 'train/loss')")
+    over = browser.execute_script(f"return window.nbCharts[{i}].u.over")
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", over)
+    full = browser.execute_script(f"const s = window.nbCharts[{i}].u.scales.x; return [s.min, s.max]")
+    w = over.size["width"]
+    (ActionChains(browser).move_to_element_with_offset(over, -w // 4, 0).click_and_hold()
+     .move_by_offset(w // 4, 0).release().perform())
+    zoomed = browser.execute_script(f"const s = window.nbCharts[{i}].u.scales.x; return [s.min, s.max]")
+    assert full[0] < zoomed[0] < zoomed[1] < full[1]
+    assert (zoomed[1] - zoomed[0]) < 0.4 * (full[1] - full[0])
+    ActionChains(browser).double_click(over).perform()
+    assert browser.execute_script(f"const s = window.nbCharts[{i}].u.scales.x; return [s.min, s.max]") == full
+    assert console_errors(browser) == []
