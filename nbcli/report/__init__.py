@@ -22,9 +22,14 @@ def write_report(readers: list, path: str, title: str | None = None) -> int:
     text = render(build(readers), title or "nb report: " + ", ".join(r.id for r in readers))
     raw = text.encode("utf-8")
     tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "wb") as f:
-        f.write(raw)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(raw)
+        os.replace(tmp, path)  # a reader of the old file never sees half of the new one
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
     return len(raw)
 
 

@@ -276,12 +276,5 @@ def build(readers: Sequence, *, max_buckets: int = MAX_BUCKETS) -> dict:
     }
 
 
-def approx_json_bytes(obj: object) -> int:
-    """The size of ``obj`` as compact JSON (bytes), for the size note."""
-    import json
-
-    return len(json.dumps(obj, separators=(",", ":"), default=str, allow_nan=True))
-
-
 __all__ = ["build", "heat_map", "images", "run_info", "scalar_chart", "scalar_charts", "system_charts",
            "texts", "timer_maps"]
