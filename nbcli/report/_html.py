@@ -48,7 +48,9 @@ def render(data: dict, title: str) -> str:
         "UPLOT_CSS": _asset("vendor/uPlot.min.css"),
         "CSS": _asset("report.css"),
         "DATA": script_json(data),
-        "UPLOT_JS": _inline_script(_asset("vendor/uPlot.iife.min.js")),
+        # uPlot's MIT licence travels with every copy of the file
+        "UPLOT_JS": _inline_script("/*\n" + _asset("vendor/LICENSE.uPlot").replace("*/", "* /") + "*/\n"
+                                   + _asset("vendor/uPlot.iife.min.js")),
         "JS": _inline_script(_asset("report.js")),
     }
     return _SLOT.sub(lambda m: slots[m.group(1)], _asset("template.html"))

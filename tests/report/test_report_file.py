@@ -142,3 +142,7 @@ def test_the_page_size_is_bounded_by_buckets_not_steps():
         assert all(len(c["x"]) <= _data.MAX_BUCKETS for c in charts)
     assert sizes[8_000] < 3 * 2**20  # the budget is 20 MB
     assert abs(sizes[8_000] - sizes[4_000]) < 0.05 * sizes[4_000]
+
+
+def test_the_page_carries_uplots_licence(page):
+    assert "Copyright (c) 2022 Leon Sorokin" in page and "The MIT License (MIT)" in page
