@@ -215,7 +215,7 @@ class Capture:
             except Exception:  # a closed mapping at exit: nothing to publish to
                 return
             if self._proc.poll() is not None:
-                if self._restore():
+                if self._restore(helper_died=True):
                     log.warning(
                         "nblog: the console capture of rank %d stopped (its helper process exited "
                         "with status %s); output goes only to the original streams from now on",
@@ -223,20 +223,29 @@ class Capture:
                     )
                 return
 
-    def _restore(self) -> bool:
-        """Put the original fd 1 and 2 back; False if already done."""
+    def _restore(self, helper_died: bool = False) -> bool:
+        """Put the original fd 1 and 2 back; False if already done.
+
+        When the helper died (the watchdog thread), Python's streams are not flushed:
+        the main thread may hold their lock, blocked writing into a pipe nobody reads.
+        Instead the pipes are drained into the original streams, which frees it.
+        """
         with self._restore_lock:
             if self._stopped:
                 return False
             self._stopped = True
-            for f in (sys.stdout, sys.stderr):
-                _flush(f)
+            if not helper_died:
+                for f in (sys.stdout, sys.stderr):
+                    _flush(f)
             out, err = self._saved
             for saved, target in ((out, 1), (err, 2)):
                 try:
                     os.dup2(saved, target)
                 except OSError:
                     pass
+            if helper_died:
+                for r, saved in zip(self._reads, self._saved, strict=True):
+                    _forward(r, saved)
             for f in (out, err, *self._reads):
                 try:
                     os.close(f)
@@ -275,6 +284,28 @@ class Capture:
                 os.close(f)
             except OSError:
                 pass
+
+
+def _forward(src: int, dst: int, seconds: float = 0.2) -> None:
+    """Copy what is in pipe ``src`` to ``dst`` until it stays empty (or ``seconds``)."""
+    import select
+    import time
+
+    deadline = time.monotonic() + seconds
+    try:
+        os.set_blocking(src, False)
+        while time.monotonic() < deadline:
+            try:
+                data = os.read(src, 1 << 16)
+            except BlockingIOError:
+                if not select.select([src], [], [], 0.02)[0]:
+                    return
+                continue
+            if not data:
+                return
+            os.write(dst, data)
+    except OSError:
+        pass
 
 
 def _flush(stream) -> None:

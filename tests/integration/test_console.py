@@ -180,3 +180,29 @@ def test_a_dead_helper_leaves_training_and_the_terminal_going(tmp_path):
     lines = parse(console_file(tmp_path), whole=False)  # a write the kill cut: no newline
     ticks = [text for *_x, text in lines]
     assert ticks == [b"tick %d" % i for i in range(len(ticks))]
+
+
+def test_a_helper_dying_in_a_flood_never_hangs_the_rank(tmp_path):
+    """The rank is blocked writing into a full pipe when its helper dies: the watchdog
+    puts the streams back and drains the pipe into them (it must not wait for Python's
+    stdout lock, which the blocked print holds)."""
+    proc = start(tmp_path, "flood", FLOOD_LINES="400000")
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.extend(iter(lambda: proc.stdout.read1(1 << 16), b"")))
+    reader.start()
+    path = tmp_path / "runs" / "console" / RUN_ID / "console.r0.s0.log"
+    _wait_for_size(path, 1 << 20, proc)
+    helpers = [c for c in psutil.Process(proc.pid).children() if "_console_tee.py" in " ".join(c.cmdline())]
+    helpers[0].send_signal(signal.SIGSTOP)  # the pipe fills, and the rank blocks writing into it
+    deadline = time.monotonic() + HANG_GUARD_S
+    while "pipe_write" not in Path(f"/proc/{proc.pid}/wchan").read_text():
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.01)
+    helpers[0].send_signal(signal.SIGKILL)
+    reader.join(HANG_GUARD_S)
+    assert not reader.is_alive(), "the rank hung"
+    _out, err = finish(proc)
+    assert proc.returncode == 0, err
+    assert b"".join(got).endswith(b"flood 399999 " + b"x" * 100 + b"\ndone\n")
+    assert b"console capture of rank 0 stopped" in err
+    parse(path, whole=False)  # what the file got is still whole lines

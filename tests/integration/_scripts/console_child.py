@@ -4,7 +4,8 @@
 
 - ``mixed``: Python print to stdout and stderr, os.write to fd 1 and 2, libc printf and
   write through ctypes, each after a step (run.flush() stamps the lines after it);
-- ``flood``: ``flood <i> <padding>`` lines on stdout, forever (killed by the test);
+- ``flood``: ``flood <i> <padding>`` lines on stdout, forever (killed by the test), or
+  ``$FLOOD_LINES`` of them and then ``done``;
 - ``fork``: a forked child prints (Python and fd level), the parent prints after it;
 - ``sigterm``: prints, says ``ready`` and waits on stdin for the test's SIGTERM;
 - ``raise``: raises an uncaught exception at step 3;
@@ -64,10 +65,12 @@ if mode == "mixed":
 elif mode == "flood":
     pad = "x" * 100
     i = 0
-    while True:
+    n = int(os.environ.get("FLOOD_LINES", "-1"))
+    while i != n:
         run.add_scalar("i", float(i), step=i)
         print(f"flood {i} {pad}")
         i += 1
+    print("done", flush=True)
 elif mode == "fork":
     print("parent before fork", flush=True)
     pid = os.fork()
