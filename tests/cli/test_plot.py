@@ -185,3 +185,28 @@ def test_a_run_without_the_tag_is_skipped_with_a_warning(cli, root, tmp_path):
     assert res.exit_code == 0, res.output
     assert "other-00000002 has no points of 'time/step' on rank 3" in res.stderr
     assert out.exists()
+
+
+def test_plot_and_report_of_a_resumed_run_on_two_machines(cli, runs, tmp_path):
+    """The shared CLI run: 3 ranks on two machines, resumed at step 10 (session 0's
+    steps 10-19 hidden), NaN at step 5, a straggler on rank 2."""
+    import json
+    import re
+
+    out = tmp_path / "resumed.png"
+    res = cli("plot", "ddp-00000001", "--root", str(runs), "--tag", "train/loss", "--x", "active", "-o", str(out))
+    assert res.exit_code == 0, res.output
+    assert Image.open(out).size == (960, 600)
+    page = tmp_path / "resumed.html"
+    res = cli("report", "ddp-00000001", "--root", str(runs), "-o", str(page))
+    assert res.exit_code == 0, res.output
+    data = json.loads(re.search(r'id="nb-data">(.*?)</script>', page.read_text(), re.S).group(1))
+    (run,) = data["runs"]
+    assert [s["session"] for s in run["sessions"]] == [0, 1]
+    loss = next(c for c in data["charts"] if c["tag"] == "train/loss")
+    (series,) = loss["series"]
+    assert loss["x"] == list(range(25))  # steps 0-24 once each: the replaced ones hidden
+    assert series["nonfinite"] == [{"rank": 0, "x": 5, "value": "nan"}]
+    (step,) = run["timers"]
+    assert step["stragglers"] == [2]
+    assert sorted(m["hostname"] for m in run["system"]) == ["node-a", "node-b"]
