@@ -206,3 +206,25 @@ def test_a_helper_dying_in_a_flood_never_hangs_the_rank(tmp_path):
     assert b"".join(got).endswith(b"flood 399999 " + b"x" * 100 + b"\ndone\n")
     assert b"console capture of rank 0 stopped" in err
     parse(path, whole=False)  # what the file got is still whole lines
+
+
+PLANTED = """
+import os, sys
+import nblog as nb
+root = sys.argv[1]
+first = nb.init("console", run_id="planted-00000001", root=root, system=False)
+first.finish()
+os.symlink(os.path.join(root, "elsewhere.log"), os.path.join(first.dir, "console.r0.s1.log"))
+run = nb.init("console", run_id="planted-00000001", root=root, resume="auto", system=False, console=True)
+print("still training at session", run.session, flush=True)
+"""
+
+
+def test_a_link_where_the_console_file_goes_warns_and_training_goes_on(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-c", PLANTED, str(tmp_path / "runs")], env=base_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = finish(proc)
+    assert proc.returncode == 0, err
+    assert out == b"still training at session 1\n"
+    assert b"rank 0 cannot capture its console" in err and b"console.r0.s1.log" in err
+    assert not (tmp_path / "runs" / "elsewhere.log").exists()
