@@ -19,6 +19,7 @@ from .commands import diff, export, ls, media, resume_id, show, tail, timers, tu
 from .commands import plot as plot_cmd
 from .commands import report as report_cmd
 from .commands import logs as logs_cmd
+from .commands import import_ as import_cmd
 
 
 class NbGroup(TyperGroup):
@@ -84,5 +85,6 @@ plot_cmd.register(app)  # nb plot
 report_cmd.register(app)  # nb report
 diff.register(app)
 logs_cmd.register(app)  # nb logs
+import_cmd.register(app)  # nb import
 
 __all__ = ["NbGroup", "app"]

@@ -26,6 +26,7 @@ class Format(str, Enum):
     parquet = "parquet"
     csv = "csv"
     ndjson = "ndjson"
+    tfevents = "tfevents"
 
 
 _EXT = {"parquet": ".parquet", "csv": ".csv", "ndjson": ".ndjson"}
@@ -57,7 +58,8 @@ def export(
     kind: Annotated[Kind, typer.Option("--kind", "-k", help="What to export.")] = Kind.scalars,
     fmt: Annotated[
         Format | None,
-        typer.Option("--format", "-F", help="File format [default: from the suffix of -o, else parquet].",
+        typer.Option("--format", "-F", help="File format [default: from the suffix of -o, else parquet]; "
+                     "tfevents: TensorBoard event files of every rank under -o DIR (one folder per rank).",
                      show_default=False),
     ] = None,
     include_hidden: Annotated[
@@ -78,6 +80,11 @@ def export(
     value in seconds); rank, session, step, tag, text, wall_time (text); hostname, rank,
     session, wall_time, step, tag, value (system). NDJSON writes NaN and infinities as the
     strings "nan", "inf", "-inf".
+
+    --format tfevents -o DIR writes TensorBoard event files instead (DIR/rank_<k>: every
+    rank's scalars and timers, rank 0's text, images, audio and histograms, each with its
+    own step and wall time, hidden points left out); --rank, --tag, --kind and
+    --include-hidden do not apply to it. Needs the tensorboard package.
     """
     from nblog._export import format_for
 
@@ -88,6 +95,9 @@ def export(
         return
     if project is not None:
         raise typer.BadParameter("--project only applies without RUN (a whole-root export)", param_hint="--project")
+    if fmt is Format.tfevents:
+        _export_tfevents(run, output, rank, tags, kind, include_hidden, root)
+        return
     from nblog._export import read_frame, write_frame
     from nblog._reader import RunReader
 
@@ -122,6 +132,29 @@ def export(
     write_frame(df, path, chosen)
     ranks = df["rank"].n_unique() if len(df) else 0
     info(f"wrote {len(df)} rows ({kind.value}, {ranks} rank{'s' if ranks != 1 else ''}) to {path}")
+
+
+def _export_tfevents(run, output, rank, tags, kind, include_hidden, root) -> None:
+    """``--format tfevents``: every rank's scalars and timers, rank 0's text and media."""
+    if output is None or output == "-":
+        raise typer.BadParameter("--format tfevents writes a folder: pass -o DIR", param_hint="--output")
+    for given, flag in ((rank is not None, "--rank"), (bool(tags), "--tag"), (kind is not Kind.scalars, "--kind"),
+                        (include_hidden, "--include-hidden")):
+        if given:
+            raise typer.BadParameter(f"{flag} does not apply to --format tfevents (it writes every rank and "
+                                     "kind, without hidden points)", param_hint=flag)
+    if os.path.exists(output) and not os.path.isdir(output):
+        raise typer.BadParameter(f"{clean(output)!r} exists and is not a folder", param_hint="--output")
+    try:
+        import tensorboard as _tb  # noqa: F401
+    except ImportError:
+        error("writing event files needs the tensorboard package", 'pip install "nblog[tensorboard]"')
+        raise typer.Exit(1) from None
+    from nblog.tensorboard import export_tfevents
+
+    folders = export_tfevents(run, output, root=root)
+    info(f"wrote TensorBoard event files of {len(folders)} rank{'s' if len(folders) != 1 else ''} under {output} "
+         f"(tensorboard --logdir {output})")
 
 
 def _export_root(output, fmt, tags, kind, include_hidden, project, root, all_ranks, rank) -> None:

@@ -1,0 +1,92 @@
+"""``nb import tensorboard LOGDIR``: TensorBoard event files as nb runs (one per folder)."""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated
+
+import typer
+
+from .._options import Root
+from .._output import clean, error, info
+
+import_app = typer.Typer(
+    name="import",
+    help="Bring runs logged by other tools into nb.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+
+
+@import_app.command("tensorboard")
+def tensorboard(
+    logdir: Annotated[
+        str,
+        typer.Argument(metavar="LOGDIR", help="TensorBoard's --logdir: every folder under it holding event files "
+                                             "becomes one nb run.", show_default=False),
+    ],
+    project: Annotated[
+        str,
+        typer.Option("--project", "-p", metavar="PROJECT", help="The nb project the runs go into."),
+    ] = "tensorboard",
+    update: Annotated[
+        bool,
+        typer.Option("--update", help="For folders imported before: add the records written since, as new "
+                                      "sessions (without it, such folders are reported and left as they are)."),
+    ] = False,
+    root: Root = None,
+) -> None:
+    """Import TensorBoard event files: scalars, text, images and histograms with their own
+    steps and wall times; a SummaryWriter(purge_step=) restart becomes a new session.
+
+    Run names are the folders' paths relative to LOGDIR ('/' written '.'); the path is
+    kept in each run's config as tensorboard_logdir. Exit 0 when every folder was
+    imported or is up to date, 1 when LOGDIR holds no event files or a folder was
+    imported before (without --update), 2 for a usage error.
+    """
+    from nblog._catalog import default_root
+    from nblog._names import check_name
+
+    try:
+        check_name(project, "--project")
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--project") from None
+    if not os.path.exists(logdir):
+        raise typer.BadParameter(f"{clean(logdir)!r} does not exist", param_hint="LOGDIR")
+    if not os.path.isdir(logdir):
+        raise typer.BadParameter(f"{clean(logdir)!r} is not a folder", param_hint="LOGDIR")
+    try:
+        import tensorboard as _tb  # noqa: F401
+    except ImportError:
+        error("reading event files needs the tensorboard package", 'pip install "nblog[tensorboard]"')
+        raise typer.Exit(1) from None
+    from nblog._tb_import import AlreadyImported, event_folders, import_folder, run_name_for
+
+    folders = event_folders(logdir)
+    if not folders:
+        error(f"no TensorBoard event files (*tfevents*) under {clean(logdir)}",
+              "LOGDIR is the folder given to tensorboard --logdir")
+        raise typer.Exit(1)
+    root = root or default_root()
+    refused = 0
+    for folder in folders:
+        name = run_name_for(logdir, folder)
+        try:
+            res = import_folder(folder, name, project, root, update=update)
+        except AlreadyImported as exc:
+            refused += 1
+            error(f"{clean(os.path.relpath(folder, logdir))}: already imported as {clean(exc.run_dir)}",
+                  "pass --update to add the points written since")
+            continue
+        if not res["sessions"]:
+            info(f"{clean(name)}: up to date ({clean(res['run_dir'])})")
+            continue
+        info(f"{clean(name)} -> {project}/{res['run_id']}: {res['sessions']} session"
+             f"{'s' if res['sessions'] != 1 else ''}, {res['scalars']} scalars, {res['texts']} texts, "
+             f"{res['media']} images/histograms")
+    if refused:
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(import_app, name="import")
