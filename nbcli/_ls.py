@@ -141,7 +141,8 @@ def _query_ls(pairs: list, where: str, as_json: bool, where_expr: str | None, co
     table = RunsTable(pairs)
     rows = select(table, where_expr, None if group is not None else sort, desc and group is None, columns)
     if group is not None:
-        found = groups(table, rows, group, list(columns) or ([sort] if sort is not None else []), sort, desc)
+        values = list(columns) + ([sort] if sort is not None and sort not in columns else [])
+        found = groups(table, rows, group, values, sort, desc)
         if as_json:
             emit_json(found)
             return 0

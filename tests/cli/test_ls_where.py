@@ -177,11 +177,12 @@ def test_group_matches_polars(cli, sweep, reference):
 
 def test_group_sorted_by_the_mean_of_a_key(cli, sweep, reference):
     root, _specs = sweep
-    got = _ls_json(cli, root, "--group", "model.width", "--sort", "train/loss.min", "--desc")
     ref = (reference.group_by("model.width").agg(pl.col("train/loss.min").mean().alias("m"))
            .sort("m", descending=True))
-    assert [g["model.width"] for g in got] == ref["model.width"].to_list()
-    assert [g["train/loss.min"]["mean"] for g in got] == pytest.approx(ref["m"].to_list())
+    for extra in ([], ["-c", "optim.lr"]):  # the --sort key is aggregated also when --columns does not name it
+        got = _ls_json(cli, root, "--group", "model.width", "--sort", "train/loss.min", "--desc", *extra)
+        assert [g["model.width"] for g in got] == ref["model.width"].to_list()
+        assert [g["train/loss.min"]["mean"] for g in got] == pytest.approx(ref["m"].to_list())
 
 
 def test_plain_and_piped_forms_carry_the_selected_columns(cli, sweep, reference):
