@@ -1,0 +1,218 @@
+"""The TensorBoard bridge with the real writer and reader: event files written by
+torch.utils.tensorboard, ``nb import tensorboard``, and ``nb export --format tfevents``,
+compared with TensorBoard's own EventAccumulator."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+from fwkit import VENV_BIN, clean_env
+from PIL import Image
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from torch.utils.tensorboard import SummaryWriter
+
+import nblog as nb
+
+ALL = {"scalars": 0, "images": 0, "histograms": 0, "tensors": 0}
+RNG = np.random.default_rng(7)
+IMAGE = (RNG.random((3, 8, 6)) * 255).astype(np.uint8)
+WEIGHTS = RNG.standard_normal(1000)
+
+
+def nb_cli(*args: str, cwd) -> subprocess.CompletedProcess:
+    return subprocess.run([str(VENV_BIN / "nb"), *args], cwd=cwd, env=clean_env(), capture_output=True,
+                          text=True, timeout=120)
+
+
+def write_tb(log_dir) -> None:
+    """Two writers on one folder: steps 0-9, then a restart with purge_step=6 (6-11)."""
+    with SummaryWriter(log_dir) as w:
+        for step in range(10):
+            w.add_scalar("loss", 1.0 / (step + 1), step)
+            w.add_scalar("acc/top1", step * 0.1, step)
+        w.add_text("notes", "hello *tb*", 3)
+        w.add_image("img", IMAGE, 4)
+        w.add_histogram("weights", WEIGHTS, 5)
+    with SummaryWriter(log_dir, purge_step=6) as w:
+        for step in range(6, 12):
+            w.add_scalar("loss", 2.0 / (step + 1), step)
+
+
+def accumulator(folder) -> EventAccumulator:
+    ea = EventAccumulator(str(folder), size_guidance=ALL)
+    ea.Reload()
+    return ea
+
+
+def assert_scalars_equal(ea: EventAccumulator, reader, tags=None) -> None:
+    """Every scalar of ``ea`` in ``reader`` at the same step, value and wall time (1 ms)."""
+    frame = reader.scalars()
+    tags = tags or ea.Tags()["scalars"]
+    assert sorted(tags) == sorted(set(frame["tag"].to_list()))
+    for tag in tags:
+        tb = [(e.step, e.value, e.wall_time) for e in ea.Scalars(tag)]
+        got = frame.filter(tag=tag).sort("step").select("step", "value", "wall_time").rows()
+        assert [(s, v) for s, v, _ in tb] == [(s, v) for s, v, _ in got], tag
+        assert max(abs(a[2] - b[2]) for a, b in zip(tb, got, strict=True)) < 1e-3, tag
+
+
+def imported_run(root) -> nb.RunReader:
+    (run_json,) = root.glob("tensorboard/*/run.json")
+    return nb.RunReader(run_json.parent)
+
+
+def test_import_equals_event_accumulator(tmp_path):
+    write_tb(tmp_path / "tb" / "exp1")
+    proc = nb_cli("import", "tensorboard", "tb", "--root", "runs", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "exp1" in proc.stderr and "2 sessions" in proc.stderr
+    r = imported_run(tmp_path / "runs")
+    ea = accumulator(tmp_path / "tb" / "exp1")
+    assert_scalars_equal(ea, r)  # TensorBoard's purge of steps >= 6 is nb's hiding
+    assert r.meta["name"] == "exp1" and r.config["tensorboard_logdir"] == str(tmp_path / "tb" / "exp1")
+    assert [s["first_step"] for s in r.sessions()] == [0, 6]
+    assert r.scalars(include_hidden=True).filter(hidden=True).height == 8  # loss and acc/top1 at 6..9
+
+    (text,) = r.text().rows(named=True)
+    (tb_text,) = ea.Tensors("notes/text_summary")
+    assert (text["tag"], text["step"], text["text"]) == ("notes", 3, tb_text.tensor_proto.string_val[0].decode())
+    assert abs(text["wall_time"] - tb_text.wall_time) < 1e-3
+    (img,) = r.media(kind="image").rows(named=True)
+    (tb_img,) = ea.Images("img")
+    assert img["step"] == 4 and r.media_bytes(img) == tb_img.encoded_image_string
+    assert np.array_equal(np.asarray(Image.open(io.BytesIO(r.media_bytes(img)))), IMAGE.transpose(1, 2, 0))
+    hist = r.histograms("weights")
+    (tb_hist,) = ea.Histograms("weights")
+    h = tb_hist.histogram_value
+    assert hist["step"][0] == 5 and hist["num"][0] == h.num == 1000
+    assert hist["count"].sum() == 1000 and hist["sum"][0] == pytest.approx(WEIGHTS.sum())
+    assert hist["bin_left"][0] == pytest.approx(WEIGHTS.min()) and hist["bin_right"][-1] == pytest.approx(WEIGHTS.max())
+
+    show = nb_cli("show", r.id, "--root", "runs", "--json", cwd=tmp_path)
+    assert show.returncode == 0, show.stderr
+    assert len(json.loads(show.stdout)["sessions"]) == 2
+
+
+def test_import_reads_in_the_tui(tmp_path):
+    from textual.widgets import DataTable
+
+    from nbcli.tui.app import NbTui
+    from nbcli.tui.screens.run import RunScreen
+
+    write_tb(tmp_path / "tb" / "exp1")
+    assert nb_cli("import", "tensorboard", "tb", "--root", "runs", cwd=tmp_path).returncode == 0
+
+    async def drive() -> None:
+        app = NbTui(root=str(tmp_path / "runs"), poll_s=0)
+        async with app.run_test(size=(100, 30)) as pilot:
+            for _ in range(50):
+                await pilot.pause(0.05)
+                if app.screen.query(DataTable) and app.screen.query_one(DataTable).row_count:
+                    break
+            assert app.screen.query_one(DataTable).row_count == 1
+            await pilot.press("enter")
+            for _ in range(50):
+                await pilot.pause(0.05)
+                if isinstance(app.screen, RunScreen):
+                    break
+            assert isinstance(app.screen, RunScreen)
+            await pilot.press("q")
+
+    asyncio.run(drive())
+
+
+def _one_file(folder):
+    (path,) = [p for p in folder.iterdir() if "tfevents" in p.name]
+    return path
+
+
+@pytest.mark.parametrize("damage", ["truncated", "corrupt"])
+def test_damaged_file_converts_up_to_the_damage_with_one_warning(tmp_path, damage):
+    folder = tmp_path / "tb" / "run"
+    with SummaryWriter(folder) as w:
+        for step in range(50):
+            w.add_scalar("loss", float(step), step)
+    path = _one_file(folder)
+    data = path.read_bytes()
+    cut = len(data) * 2 // 3
+    if damage == "truncated":
+        path.write_bytes(data[:cut])
+    else:
+        path.write_bytes(data[:cut] + bytes([data[cut] ^ 0xFF]) + data[cut + 1 :])
+    proc = nb_cli("import", "tensorboard", "tb", "--root", "runs", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.count("truncated or corrupt") == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    ea = accumulator(folder)  # TensorBoard itself reads up to the damage
+    steps = [e.step for e in ea.Scalars("loss")]
+    assert 10 < len(steps) < 50 and steps == list(range(len(steps)))
+    assert_scalars_equal(ea, imported_run(tmp_path / "runs"))
+
+
+def test_reimport_is_refused_and_update_adds_only_new_points(tmp_path):
+    folder = tmp_path / "tb" / "exp"
+    with SummaryWriter(folder) as w:
+        for step in range(5):
+            w.add_scalar("loss", float(step), step)
+    assert nb_cli("import", "tensorboard", "tb", "--root", "runs", cwd=tmp_path).returncode == 0
+    again = nb_cli("import", "tensorboard", "tb", "--root", "runs", cwd=tmp_path)
+    assert again.returncode == 1 and "already imported" in again.stderr and "--update" in again.stderr
+    assert len(list((tmp_path / "runs").glob("tensorboard/*"))) == 1
+    assert imported_run(tmp_path / "runs").scalars().height == 5
+
+    same = nb_cli("import", "tensorboard", "tb", "--root", "runs", "--update", cwd=tmp_path)
+    assert same.returncode == 0 and "up to date" in same.stderr
+    assert len(imported_run(tmp_path / "runs").sessions()) == 1
+
+    with SummaryWriter(folder) as w:  # the job went on: a new file, steps 5..7
+        for step in range(5, 8):
+            w.add_scalar("loss", float(step), step)
+    upd = nb_cli("import", "tensorboard", "tb", "--root", "runs", "--update", cwd=tmp_path)
+    assert upd.returncode == 0, upd.stderr
+    r = imported_run(tmp_path / "runs")
+    sessions = r.sessions()
+    assert len(sessions) == 2 and sessions[1]["first_step"] == 5 and sessions[1]["points"] == 3
+    assert_scalars_equal(accumulator(folder), r)
+
+
+def test_export_tfevents_reads_back_equal(tmp_path):
+    write_tb(tmp_path / "tb" / "exp1")
+    assert nb_cli("import", "tensorboard", "tb", "--root", "runs", cwd=tmp_path).returncode == 0
+    r = imported_run(tmp_path / "runs")
+    proc = nb_cli("export", r.id, "--root", "runs", "--format", "tfevents", "-o", "out", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    back = accumulator(tmp_path / "out" / "rank_0")
+    original = accumulator(tmp_path / "tb" / "exp1")
+    for tag in original.Tags()["scalars"]:
+        a = [(e.step, e.value) for e in original.Scalars(tag)]
+        b = [(e.step, e.value) for e in back.Scalars(tag)]
+        assert a == b, tag
+        assert max(abs(x.wall_time - y.wall_time) for x, y in zip(original.Scalars(tag), back.Scalars(tag), strict=True)) < 1e-3
+    assert back.Images("img")[0].encoded_image_string == original.Images("img")[0].encoded_image_string
+    assert back.Histograms("weights")[0].histogram_value.num == 1000
+
+
+def test_cli_bad_input_exits_with_a_message(tmp_path):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "file").write_text("x")
+    cases = [
+        (("import", "tensorboard"), 2, "LOGDIR"),
+        (("import", "tensorboard", "missing"), 2, "does not exist"),
+        (("import", "tensorboard", "file"), 2, "not a folder"),
+        (("import", "tensorboard", "empty", "--root", "runs"), 1, "no TensorBoard event files"),
+        (("import", "tensorboard", "empty", "--project", "a/b"), 2, "--project"),
+        (("export", "x", "--format", "tfevents"), 2, "-o DIR"),
+        (("export", "x", "--format", "tfevents", "-o", "o", "--tag", "a"), 2, "--tag"),
+    ]
+    for args, code, words in cases:
+        proc = nb_cli(*args, cwd=tmp_path)
+        assert proc.returncode == code, (args, proc.stderr)
+        assert words in proc.stderr and "Traceback" not in proc.stderr, (args, proc.stderr)
+    assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").rglob("run.json"))
+    shutil.rmtree(tmp_path / "empty")
