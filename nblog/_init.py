@@ -501,6 +501,7 @@ def _make_run(project, name, rid, run_dir, ranks: RankInfo, runfile: RunFile | N
         make_writer=make_writer, step_start=step_start or 0,
     )
     run._t0 = t0
+    run._runfile = runfile
     if runfile is not None:
         def finalize(status: str, reason: str | None, _s=run.session) -> None:
             try:

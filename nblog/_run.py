@@ -213,6 +213,7 @@ class Run(MediaMixin):
         self._failure: dict | None = None  # the uncaught exception recorded (run.json keeps it)
         self._provenance = None  # the thread recording provenance (_provenance.start)
         self._alerted: dict[str, list] = {}  # title -> [monotonic time of the last, suppressed]
+        self._runfile = None  # rank 0's RunFile (run.json), set by init; update_config writes through it
         can_time = run_dir is not None and make_writer is not None
         if not is_logging:
             if can_time:
@@ -549,6 +550,50 @@ class Run(MediaMixin):
                 _kind, tid, ms, text = item
                 self._texts.append((step, tid, ms, text))
         self._points += points
+
+    def update_config(self, values: object) -> None:
+        """Merge ``values`` into :attr:`config` (top-level keys replaced), as wandb's
+        ``run.config.update`` does; rank 0 also rewrites ``run.json``'s config.
+
+        For hyper-parameters known only after the run started (a framework's
+        ``log_hyperparams``, an optimizer built later). ``values`` is normalised as
+        ``init``'s ``config`` (a mapping, dataclass, ``argparse.Namespace``, object with
+        ``to_dict()`` or OmegaConf container; values that are not JSON-able kept as their
+        ``repr``). Ranks that do not log only update their in-memory :attr:`config`.
+        ``run.json`` is rewritten atomically, under the same lock as the writer thread's
+        updates, so neither loses the other's change. Also works after :meth:`finish`.
+
+        Args:
+            values: the keys to add or replace.
+
+        Never raises: ``values`` of another kind, or a ``run.json`` that cannot be
+        written, warns once and changes nothing on disk (``StrictModeError`` with
+        ``NB_STRICT=1`` for a bad kind).
+        """
+        from ._runfile import to_json_config, write_json_atomic
+
+        try:
+            extra = to_json_config(values)
+        except TypeError as err:
+            if self._strict:
+                raise StrictModeError(f"nblog: update_config: {err}") from None
+            self._warn_once(("update_config", "type"), f"nblog: update_config ignored: {err}")
+            return
+        try:
+            if not isinstance(self.config, dict):
+                self.config = {}
+            self.config.update(extra)
+            runfile = self._runfile
+            if runfile is None or self._inert or not self.is_logging:
+                return
+            with runfile._lock:
+                config = runfile.data.get("config")
+                if not isinstance(config, dict):
+                    config = runfile.data["config"] = {}
+                config.update(extra)
+                write_json_atomic(runfile.path, runfile.data)
+        except Exception as err:  # a full disk, a removed folder: never into training
+            self._warn_once(("update_config", "write"), f"nblog: could not write the config to run.json: {err!r}")
 
     # -- lifecycle -----------------------------------------------------------------
 

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from .. import _log as log
 from .._names import check_name
 from .._run import Run
-from .._runfile import RunFile, to_json_config, write_json_atomic
+from .._runfile import to_json_config
 from .._runid import derive_run_id, shared_job_id
 
 RUN_ID_FILE = "nb_run_id"  # beside a framework's checkpoint: the id of the run that wrote it
@@ -68,37 +68,14 @@ def as_config(config: object) -> dict:
 
 
 def merge_config(run: Run, values: Mapping) -> None:
-    """Add ``values`` to the config of a run that is already open (rank 0 only).
+    """Add ``values`` to the config of a run that is already open: :meth:`Run.update_config`.
 
     The frameworks hand hyper-parameters over after the run started (Lightning's
     ``log_hyperparams``, Accelerate's ``store_init_configuration``, ``add_hparams``).
-    ``run.json`` is rewritten through the run's own :class:`RunFile`, so the writer
-    thread's later updates keep the new keys. Never raises: a failure warns once.
+    Never raises (but ``NB_STRICT=1`` raises for values of a kind no config takes):
+    a failure warns once.
     """
-    if not run.is_logging or run.dir is None:
-        return
-    try:
-        extra = to_json_config(values)
-        run.config.update(extra)
-        runfile = _runfile_of(run)
-        if runfile is None:
-            return
-        with runfile._lock:
-            config = runfile.data.get("config")
-            if not isinstance(config, dict):
-                config = runfile.data["config"] = {}
-            config.update(extra)
-            write_json_atomic(runfile.path, runfile.data)
-    except Exception as err:  # never an error into training
-        log.warning("nblog: could not add the hyper-parameters to the run's config: %s", err)
-
-
-def _runfile_of(run: Run) -> RunFile | None:
-    """The RunFile that ``init`` tied to rank 0's run (held by its finalize hook)."""
-    for cell in getattr(run._finalize, "__closure__", None) or ():
-        if isinstance(cell.cell_contents, RunFile):
-            return cell.cell_contents
-    return None
+    run.update_config(values)
 
 
 def write_run_id(folder: str, run: Run | None) -> None:
