@@ -5,7 +5,9 @@ A child process runs a loop of fixed work (about 1 ms of Python arithmetic a ste
 also prints lines of 100 bytes at ``R`` MB/s (10 by default: after each step, the lines
 due by then), for ``S`` seconds, with and
 without capture, alternately ``N`` times; its original stdout is a pipe that ``cat``
-empties into ``/dev/null`` (a fast terminal) and the run folder a temporary one. Printed:
+empties into ``/dev/null`` (a fast terminal), or ``/dev/null`` itself with ``--sink
+devnull`` (writes that cost nothing, so the pipe's own cost shows), and the run folder a
+temporary one. Printed:
 the median seconds per step of each, the slowdown fraction (with / without - 1), the
 training process's own CPU time per step (the helper runs on another core), the
 bytes the console file got, and the lines it had to drop (nb's notes in the file).
@@ -68,21 +70,22 @@ with open(out, "w") as f:
 """
 
 
-def one(console: bool, flush: bool, seconds: float, rate: float, tmp: str, i: int) -> dict:
+def one(console: bool, flush: bool, seconds: float, rate: float, tmp: str, i: int, sink: str) -> dict:
     out = os.path.join(tmp, f"result-{console}-{flush}-{i}.json")
     root = os.path.join(tmp, f"runs-{i}-{int(console)}-{int(flush)}")
     env = {k: v for k, v in os.environ.items() if not k.startswith("NB_")}
     env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
-    # the "terminal": a pipe that cat reads at once, as a terminal or torchrun's pipe does
+    cmd = [sys.executable, "-c", CHILD, str(int(console)), str(int(flush)), str(seconds), str(rate), root, out]
     with open(os.devnull, "wb") as null:
-        cat = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=null)
-        try:
-            subprocess.run([sys.executable, "-c", CHILD, str(int(console)), str(int(flush)), str(seconds),
-                            str(rate), root, out], stdout=cat.stdin, env=env, check=True,
-                           timeout=seconds * 10 + 120)
-        finally:
-            cat.stdin.close()
-            cat.wait()
+        if sink == "devnull":  # writes that cost nothing: the cost of the pipe itself shows
+            subprocess.run(cmd, stdout=null, env=env, check=True, timeout=seconds * 10 + 120)
+        else:  # a pipe that cat reads at once, as a terminal or torchrun's pipe does
+            cat = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=null)
+            try:
+                subprocess.run(cmd, stdout=cat.stdin, env=env, check=True, timeout=seconds * 10 + 120)
+            finally:
+                cat.stdin.close()
+                cat.wait()
     with open(out) as f:
         r = json.load(f)
     r["per_step"] = r["elapsed"] / r["steps"]
@@ -106,13 +109,15 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=5.0, help="seconds per measurement")
     ap.add_argument("--rate-mb-s", type=float, default=10.0, help="printed MB per second")
     ap.add_argument("--repeat", type=int, default=3, help="measurements of each kind")
+    ap.add_argument("--sink", choices=("pipe", "devnull"), default="pipe",
+                    help="the original stdout: a pipe read by cat (a terminal), or /dev/null")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         for flush in (False, True):
             runs: dict[bool, list[dict]] = {False: [], True: []}
             for i in range(args.repeat):
                 for console in (False, True):
-                    runs[console].append(one(console, flush, args.seconds, args.rate_mb_s, tmp, i))
+                    runs[console].append(one(console, flush, args.seconds, args.rate_mb_s, tmp, i, args.sink))
             off = statistics.median(r["per_step"] for r in runs[False])
             on = statistics.median(r["per_step"] for r in runs[True])
             cpu_off = statistics.median(r["cpu_per_step"] for r in runs[False])
