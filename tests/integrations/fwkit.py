@@ -37,8 +37,23 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+# torchrun's and Lightning's stores (and accelerate launch's, which is torchrun) listen on
+# every interface whatever address they are given: every command runs in a network
+# namespace of loopback only, as tests/integration/test_train_ddp.py runs torchrun
+LOOPBACK = ["env", "NB_LOOPBACK=require", "bash", str(REPO / "scripts" / "loopback.sh")]
+
+
+def loopback(cmd: list) -> list[str]:
+    """``cmd`` under scripts/loopback.sh (exit 125 where no namespace can be made).
+
+    The chain execs (no fork): the process started is ``cmd`` itself, pid and process
+    group included, so signals sent to it reach ``cmd``."""
+    return [*LOOPBACK, *map(str, cmd)]
+
+
 def run(cmd: list[str], cwd: Path, env: dict[str, str], *, check: bool = True) -> subprocess.CompletedProcess:
-    """Run ``cmd`` to the end (a hang fails the test after TIMEOUT_S)."""
+    """Run ``cmd`` to the end under :func:`loopback` (a hang fails the test after TIMEOUT_S)."""
+    cmd = loopback(cmd)
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
     if check and proc.returncode != 0:
         pytest.fail(f"{' '.join(map(str, cmd))} exited {proc.returncode}\n{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}")

@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fwkit import SCRIPTS, clean_env, only_run, run
+from fwkit import SCRIPTS, clean_env, loopback, only_run, run
 
 import nblog as nb
 
@@ -64,7 +64,7 @@ def test_ddp_two_processes_one_run_then_ckpt_path_continues_it(tmp_path):
 def test_sigterm_mid_epoch_then_requeued_job_resumes_from_last_checkpoint(tmp_path):
     """Slurm's preemption: SIGTERM to every process of the job in epoch 2, then the
     requeued job (same SLURM_JOB_ID) fits again from ckpt_path="last"."""
-    cmd = [sys.executable, str(SCRIPT), "runs", "ckpt", "3", "-", "12"]  # both ranks wait at step 12
+    cmd = loopback([sys.executable, str(SCRIPT), "runs", "ckpt", "3", "-", "12"])  # both ranks wait at step 12
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=clean_env(SLURM_JOB_ID="4242"), text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     try:
