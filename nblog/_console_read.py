@@ -31,6 +31,7 @@ from ._runfile import open_regular
 
 _NAME = re.compile(r"^console\.r(\d+)\.s(\d+)\.log$")
 _BLOCK = 1 << 16  # bytes read at a time
+_LONGEST = 1 << 20  # a longer line (nb writes at most 64 KiB and a stamp) is skipped, counted
 _STREAMS = {b"o": "stdout", b"e": "stderr", b"!": "nb"}
 
 
@@ -109,6 +110,7 @@ class _File:
             f.seek(self.offset)
             carry = b""
             pos = self.offset
+            skipping = False  # inside a line too long to be one of nb's
             while pos < end:
                 block = f.read(min(_BLOCK, end - pos))
                 if not block:
@@ -116,9 +118,18 @@ class _File:
                 pos += len(block)
                 lines = (carry + block).split(b"\n")
                 carry = lines.pop()
+                if skipping and lines:
+                    self.offset += len(lines[0]) + 1
+                    lines[0] = b""  # malformed: counted by the caller
+                    skipping = False
+                    yield lines.pop(0)
                 for line in lines:
                     self.offset += len(line) + 1
                     yield line
+                if len(carry) > _LONGEST:
+                    self.offset += len(carry)
+                    carry = b""
+                    skipping = True
 
     def backward(self) -> tuple[Iterator[bytes], int]:
         """Whole lines from the end back to the start (newest first), and the offset
@@ -146,12 +157,19 @@ class _File:
         with f:
             carry = b""
             pos = end - 1  # leave out the newline that ends the last line
+            skipping = False  # inside a line too long to be one of nb's
             while pos > 0:
                 start = max(0, pos - _BLOCK)
                 f.seek(start)
                 lines = (f.read(pos - start) + carry).split(b"\n")
                 carry = lines[0]
+                if skipping and len(lines) > 1:
+                    lines[-1] = b""  # the head of the long line: malformed, counted
+                    skipping = False
                 yield from reversed(lines[1:])
+                if len(carry) > _LONGEST:
+                    carry = b""
+                    skipping = True
                 pos = start
             if end > 0:
                 yield carry

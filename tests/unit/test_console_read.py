@@ -4,6 +4,7 @@ last line, malformed lines, merging files by time, following appended lines."""
 from __future__ import annotations
 
 import json
+import tracemalloc
 
 import pytest
 
@@ -78,3 +79,25 @@ def test_missing_run_and_empty_files(tmp_path, last):
     run = make_run(tmp_path, {"console.r0.s0.log": b"", "console.r1.s0.log": b"no newline at all"})
     logs = ConsoleLogs(run)
     assert list(logs.read(last=last)) == [] and logs.files() == [(0, 0), (1, 0)]
+
+
+def test_a_planted_endless_line_costs_bounded_memory_and_is_skipped(tmp_path):
+    huge = b"z" * (16 << 20)  # no line nb writes is longer than 64 KiB and a stamp
+    data = stamped(1.0, 1, "o", b"before") + huge + b"\n" + stamped(2.0, 2, "o", b"after")
+    run = make_run(tmp_path, {"console.r0.s0.log": data})
+    del data
+    for last in (None, 5):
+        logs = ConsoleLogs(run)
+        tracemalloc.start()
+        try:
+            assert [x.text for x in logs.read(last=last)] == ["before", "after"]
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak < 4 << 20, peak  # a few blocks and the longest line kept, not the 16 MiB
+        assert logs.skipped == 1
+    logs = ConsoleLogs(run)
+    list(logs.read())
+    with open(run / "console.r0.s0.log", "ab") as f:
+        f.write(stamped(3.0, 3, "o", b"later"))
+    assert [x.text for x in logs.poll()] == ["later"]
