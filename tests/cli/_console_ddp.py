@@ -24,5 +24,5 @@ for step in range(5):
     if run.rank == 1:
         os.write(2, f"rank 1 warning at step {step}\n".encode())
 if run.rank == 0:
-    print("colour \x1b[31mred\x1b[0m end", flush=True)
+    print("colour \x1b[31mred\x1b[0m end [bold red]x[/] \u202eevil", flush=True)
     print(f"run folder: {run.dir}", flush=True)

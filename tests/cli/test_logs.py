@@ -91,7 +91,17 @@ def test_plain_lines_have_a_rank_prefix_and_no_raw_escape(cli, job):
     assert {row[1] for row in rows} == {"r0", "r1"}
     assert ["r1", "4", "err", "rank 1 warning at step 4"] in [row[1:] for row in rows]
     assert "\x1b" not in result.stdout
-    assert "colour \\x1b[31mred\\x1b[0m end" in result.stdout
+    assert "colour \\x1b[31mred\\x1b[0m end [bold red]x[/] \\u202eevil" in result.stdout
+
+
+def test_terminal_output_prints_logged_text_inert(cli, job):
+    root, rid, _ = job
+    result = cli("logs", rid, "--root", str(root), "-a", env={"FORCE_COLOR": "1", "NO_COLOR": "1"})
+    assert result.exit_code == 0, result.stderr
+    assert "colour \\x1b[31mred\\x1b[0m end [bold red]x[/] \\u202eevil" in result.stdout
+    for raw in ("\x1b[31m", "\u202e"):
+        assert raw not in result.stdout
+    assert "r1" in result.stdout and "rank 1 warning at step 4" in result.stdout
 
 
 def test_errors(cli, job, tmp_path):
