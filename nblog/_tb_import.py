@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from . import __version__
 from . import _format as F
 from . import _log as log
-from ._runfile import RunFile, event_file_name, read_run_json
+from ._runfile import RunFile, event_file_name, next_session, read_run_json
 from ._runid import derive_run_id
 
 _RECORD_OVERHEAD = 16  # u64 length, u32 length crc, u32 data crc around each record
@@ -122,7 +122,7 @@ def import_folder(folder: str, name: str, project: str, root: str, *, update: bo
     result = {"run_dir": run_dir, "run_id": rid, "sessions": len(sessions), "skipped": skipped,
               "scalars": sum(len(s.scalars) for s in sessions), "texts": sum(len(s.texts) for s in sessions),
               "media": sum(len(s.media) for s in sessions)}
-    if old is not None and not sessions:
+    if not sessions:  # nothing new, or nothing nb has a kind for: no run is made
         return result
     os.makedirs(run_dir, exist_ok=True)
     data = old or _new_run_json(project, name, rid, source)
@@ -130,7 +130,8 @@ def import_folder(folder: str, name: str, project: str, root: str, *, update: bo
         data["created"] = min(min(_walls(s)) for s in sessions)
     if socket.gethostname() not in data.setdefault("hosts", []):
         data["hosts"].append(socket.gethostname())
-    first = max((s.get("session", -1) for s in data.get("sessions", [])), default=-1) + 1
+    first = next_session(run_dir, 0, at_least=max((s.get("session", -1) for s in data.get("sessions", [])),
+                                                  default=-1) + 1)
     for i, sess in enumerate(sessions):
         data["sessions"].append(_write_session(run_dir, project, rid, first + i, sess))
     data["import"] = {"source": "tensorboard", "path": source, "records": counts, "imported": time.time()}

@@ -78,6 +78,9 @@ def tensorboard(
             error(f"{clean(os.path.relpath(folder, logdir))}: already imported as {clean(exc.run_dir)}",
                   "pass --update to add the points written since")
             continue
+        if not res["sessions"] and not os.path.isdir(res["run_dir"]):
+            info(f"{clean(name)}: nothing nb can hold (no scalars, text, images or histograms); no run made")
+            continue
         if not res["sessions"]:
             info(f"{clean(name)}: up to date ({clean(res['run_dir'])})")
             continue

@@ -216,3 +216,12 @@ def test_cli_bad_input_exits_with_a_message(tmp_path):
         assert words in proc.stderr and "Traceback" not in proc.stderr, (args, proc.stderr)
     assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").rglob("run.json"))
     shutil.rmtree(tmp_path / "empty")
+
+
+def test_a_folder_of_summaries_nb_cannot_hold_makes_no_run(tmp_path):
+    with SummaryWriter(tmp_path / "tb" / "sound") as w:
+        w.add_audio("clip", np.zeros((1, 800), np.float32), 0, sample_rate=8000)
+    proc = nb_cli("import", "tensorboard", "tb", "--root", "runs", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "nothing nb can hold" in proc.stderr and "audio x1" in proc.stderr
+    assert not list((tmp_path / "runs").rglob("run.json"))
