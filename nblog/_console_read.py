@@ -25,6 +25,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
+from . import _log as log
 from ._catalog import resolve_run
 from ._errors import RunNotFoundError
 from ._runfile import open_regular
@@ -91,6 +92,12 @@ class _File:
         self.session = session
         self.path = path
         self.offset = 0  # bytes consumed: always just after a newline
+        self._warned = False
+
+    def _warn(self, err: OSError) -> None:
+        if not self._warned:
+            self._warned = True
+            log.warning("nblog: cannot read %s: %s; its lines are left out", self.path, err.strerror or err)
 
     def size(self) -> int:
         try:
@@ -100,43 +107,49 @@ class _File:
 
     def forward(self, stop: int | None = None) -> Iterator[bytes]:
         """Whole lines from ``offset`` to ``stop`` (default: the size now), advancing
-        ``offset`` past each line yielded."""
-        try:
-            f = open_regular(self.path)
-        except OSError:
-            return
-        with f:
-            end = os.fstat(f.fileno()).st_size if stop is None else stop
-            f.seek(self.offset)
-            carry = b""
-            pos = self.offset
-            skipping = False  # inside a line too long to be one of nb's
-            while pos < end:
-                block = f.read(min(_BLOCK, end - pos))
-                if not block:
-                    break
-                pos += len(block)
-                lines = (carry + block).split(b"\n")
-                carry = lines.pop()
-                if skipping and lines:
-                    self.offset += len(lines[0]) + 1
-                    lines[0] = b""  # malformed: counted by the caller
-                    skipping = False
-                    yield lines.pop(0)
-                for line in lines:
-                    self.offset += len(line) + 1
-                    yield line
-                if len(carry) > _LONGEST:
-                    self.offset += len(carry)
-                    carry = b""
-                    skipping = True
+        ``offset`` past each line yielded. The file is opened for each block read, so
+        merging the files of thousands of ranks holds no descriptor between blocks."""
+        end = self.size() if stop is None else stop
+        carry = b""
+        pos = self.offset
+        skipping = False  # inside a line too long to be one of nb's
+        while pos < end:
+            try:
+                with open_regular(self.path) as f:
+                    f.seek(pos)
+                    block = f.read(min(_BLOCK, end - pos))
+            except FileNotFoundError:
+                return
+            except OSError as err:  # a FIFO or device under the name, no permission, EMFILE
+                self._warn(err)
+                return
+            if not block:
+                return
+            pos += len(block)
+            lines = (carry + block).split(b"\n")
+            carry = lines.pop()
+            if skipping and lines:
+                self.offset += len(lines[0]) + 1
+                lines[0] = b""  # malformed: counted by the caller
+                skipping = False
+                yield lines.pop(0)
+            for line in lines:
+                self.offset += len(line) + 1
+                yield line
+            if len(carry) > _LONGEST:
+                self.offset += len(carry)
+                carry = b""
+                skipping = True
 
     def backward(self) -> tuple[Iterator[bytes], int]:
         """Whole lines from the end back to the start (newest first), and the offset
         just after the last whole line (where following should start)."""
         try:
             f = open_regular(self.path)
-        except OSError:
+        except FileNotFoundError:
+            return iter(()), 0
+        except OSError as err:
+            self._warn(err)
             return iter(()), 0
         size = os.fstat(f.fileno()).st_size
         # the end of the last whole line
@@ -246,6 +259,7 @@ class ConsoleLogs:
                 mine.append(line)
                 if len(mine) >= last:
                     break
+            lines.close()  # its file: one open at a time, however many ranks
             mine.reverse()
             picked.append(mine)
         out = deque(heapq.merge(*picked, key=_key), maxlen=last)

@@ -101,3 +101,24 @@ def test_a_planted_endless_line_costs_bounded_memory_and_is_skipped(tmp_path):
     with open(run / "console.r0.s0.log", "ab") as f:
         f.write(stamped(3.0, 3, "o", b"later"))
     assert [x.text for x in logs.poll()] == ["later"]
+
+
+MANY = """
+import resource, sys
+from nblog._console_read import ConsoleLogs
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+for last in (None, 2):
+    got = list(ConsoleLogs(sys.argv[1]).read(last=last))
+    print(len(got), got[0].rank, got[-1].rank)
+"""
+
+
+def test_thousands_of_ranks_merge_with_few_descriptors(tmp_path):
+    import subprocess
+    import sys
+
+    files = {f"console.r{r}.s0.log": stamped(100.0 + r, 1, "o", b"rank %d" % r) * 2 for r in range(300)}
+    run = make_run(tmp_path, files)
+    proc = subprocess.run([sys.executable, "-c", MANY, str(run)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split("\n") == ["600 0 299", "2 299 299", ""]
