@@ -167,6 +167,19 @@ def test_uncaught_exception_traceback_is_in_the_file(tmp_path):
     assert any(text.startswith(b"Traceback") for _s, text in errs)
 
 
+def test_a_segfault_leaves_its_last_words_in_the_file(tmp_path):
+    """What faulthandler writes to fd 2 as the process dies is in the pipe, not yet read:
+    the helper outlives the process and keeps it."""
+    proc = start(tmp_path, "segfault")
+    out, err = finish(proc)
+    assert proc.returncode == -signal.SIGSEGV
+    assert out == b"about to crash\n" and b"Fatal Python error: Segmentation fault" in err
+    lines = parse(console_file(tmp_path))
+    errs = [(step, text) for _t, step, stream, text in lines if stream == "e"]
+    assert (7, b"Fatal Python error: Segmentation fault") in errs
+    assert any(b"console_child.py" in text for _s, text in errs)  # the Python stack of the crash
+
+
 def test_a_dead_helper_leaves_training_and_the_terminal_going(tmp_path):
     proc = start(tmp_path, "after", SECONDS_AFTER="4")
     assert proc.stdout.readline() == b"tick 0\n"

@@ -9,6 +9,7 @@
 - ``fork``: a forked child prints (Python and fd level), the parent prints after it;
 - ``sigterm``: prints, says ``ready`` and waits on stdin for the test's SIGTERM;
 - ``raise``: raises an uncaught exception at step 3;
+- ``segfault``: crashes in C at step 7, with faulthandler on;
 - ``after``: prints a line every 10 ms for ``$SECONDS_AFTER`` seconds (the test kills
   the helper meanwhile), then ``done``;
 - ``echo``: each line read on stdin is printed to stdout (``nb logs -f`` tests); ends at EOF.
@@ -94,6 +95,14 @@ elif mode == "raise":
         run.add_scalar("x", float(i), step=i)
     run.flush()
     raise RuntimeError("boom at step 3")
+elif mode == "segfault":
+    import faulthandler
+
+    faulthandler.enable()
+    run.add_scalar("x", 7.0, step=7)
+    run.flush()
+    print("about to crash", flush=True)
+    ctypes.string_at(0)
 elif mode == "after":
     deadline = time.monotonic() + float(os.environ.get("SECONDS_AFTER", "3"))
     i = 0
