@@ -173,13 +173,16 @@ def _read(source: str, done: dict[str, int]) -> tuple[list[_Session], dict[str, 
             for record in RawEventFileLoader(path).Load():
                 consumed += len(record) + _RECORD_OVERHEAD
                 n += 1
-                if n <= skip:
-                    continue
                 try:
                     event = event_pb2.Event.FromString(record)
                 except Exception:
                     consumed = -1
                     break
+                if n <= skip:  # imported before; its tags' plugins still tell later records' kinds
+                    for value in event.summary.value:
+                        if value.metadata.plugin_data.plugin_name:
+                            plugins[value.tag] = value.metadata.plugin_data.plugin_name
+                    continue
                 _take(event, sessions, plugins, skipped)
         except Exception as err:  # an unreadable file: what came before stays
             log.warning("nblog: %s: cannot read on after record %d (%s); imported up to there", path, n, err)

@@ -225,3 +225,32 @@ def test_a_folder_of_summaries_nb_cannot_hold_makes_no_run(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "nothing nb can hold" in proc.stderr and "audio x1" in proc.stderr
     assert not list((tmp_path / "runs").rglob("run.json"))
+
+
+def test_update_of_a_growing_file_whose_metadata_came_first(tmp_path):
+    """TensorFlow 2 writes a tag's plugin metadata with its first record only: records
+    appended to the same file later are still known as scalars by --update."""
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    from tensorboard.plugins.scalar import metadata
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+    from tensorboard.util import tensor_util
+
+    def scalar(step: int, first: bool):
+        value = summary_pb2.Summary.Value(tag="loss", tensor=tensor_util.make_tensor_proto(float(step)))
+        if first:
+            value.metadata.CopyFrom(metadata.create_summary_metadata(display_name="loss", description=""))
+        return event_pb2.Event(wall_time=1.7e9 + step, step=step, summary=summary_pb2.Summary(value=[value]))
+
+    writer = EventFileWriter(str(tmp_path / "tb" / "tf2"))
+    for step in range(3):
+        writer.add_event(scalar(step, step == 0))
+    writer.flush()
+    assert nb_cli("import", "tensorboard", "tb", "--root", "runs", cwd=tmp_path).returncode == 0
+    for step in range(3, 5):
+        writer.add_event(scalar(step, False))
+    writer.close()
+    upd = nb_cli("import", "tensorboard", "tb", "--root", "runs", "--update", cwd=tmp_path)
+    assert upd.returncode == 0, upd.stderr
+    frame = imported_run(tmp_path / "runs").scalars()
+    assert frame["step"].to_list() == [0, 1, 2, 3, 4] and frame["value"].to_list() == [0.0, 1.0, 2.0, 3.0, 4.0]
+    assert frame["wall_time"].to_list() == pytest.approx([1.7e9 + s for s in range(5)], abs=1e-3)
