@@ -132,10 +132,13 @@ class Capture:
         self._restore_lock = threading.Lock()
         self._halt = threading.Event()
         opened: list[int] = []
+        created = False
+        saved: tuple[int, int] | None = None
         try:
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND
             flags |= getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
             fd = os.open(path, flags, 0o666)
+            created = True
             opened.append(fd)
             r_out, w_out = _pipe()
             r_err, w_err = _pipe()
@@ -153,11 +156,17 @@ class Capture:
             )
             for f in (sys.stdout, sys.stderr):
                 _flush(f)
-            self._saved = (os.dup(1), os.dup(2))
-            opened += list(self._saved)
+            self._saved = saved = (os.dup(1), os.dup(2))
+            opened += list(saved)
             os.dup2(w_out, 1)
             os.dup2(w_err, 2)
         except BaseException:
+            if saved is not None:  # fd 1 may already be the pipe: put the streams back first
+                for original, target in zip(saved, (1, 2), strict=True):
+                    try:
+                        os.dup2(original, target)
+                    except OSError:
+                        pass
             for f in opened:
                 try:
                     os.close(f)
@@ -167,6 +176,11 @@ class Capture:
             if proc is not None:
                 proc.kill()
                 proc.wait()
+            if created:  # an empty file would make a later try fail (O_EXCL)
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
             raise
         for f in (fd, w_out, w_err, step_fd):
             os.close(f)

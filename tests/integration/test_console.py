@@ -241,3 +241,23 @@ def test_a_link_where_the_console_file_goes_warns_and_training_goes_on(tmp_path)
     assert out == b"still training at session 1\n"
     assert b"rank 0 cannot capture its console" in err and b"console.r0.s1.log" in err
     assert not (tmp_path / "runs" / "elsewhere.log").exists()
+
+
+NO_HELPER = """
+import os, sys
+import nblog as nb
+sys.executable = "/nonexistent/python"  # an embedded interpreter: no python to start
+run = nb.init("console", run_id="nohelper-00000001", root=sys.argv[1], system=False, console=True)
+print("still training", flush=True)
+os.write(2, b"fd 2 still works\\n")
+print(sorted(os.listdir(run.dir)))
+"""
+
+
+def test_a_helper_that_cannot_start_leaves_the_streams_and_no_file(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-c", NO_HELPER, str(tmp_path / "runs")], env=base_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = finish(proc)
+    assert proc.returncode == 0, err
+    assert out.startswith(b"still training\n") and b"console.r0.s0.log" not in out
+    assert b"rank 0 cannot capture its console" in err and b"fd 2 still works\n" in err
