@@ -64,7 +64,9 @@ def console_file_name(rank: int, session: int) -> str:
 def capture(run, interval: float) -> Capture | None:
     """Capture this process's fd 1 and 2 for ``run`` (None: end any capture).
 
-    Ends the capture of an earlier run of this process first. Never raises: a failure
+    The helper appends to the file every ``interval`` seconds (the run's flush
+    interval), at most every second. Ends the capture of an earlier run of this
+    process first. Never raises: a failure
     (the file exists, no pipes, the helper cannot start) warns once and captures
     nothing. Returns the capture, or None.
     """
@@ -81,7 +83,7 @@ def capture(run, interval: float) -> Capture | None:
         os.register_at_fork(after_in_child=_after_fork_in_child)
     path = os.path.join(run.dir, console_file_name(run.rank, run.session))
     try:
-        cap = Capture(run, path, interval)
+        cap = Capture(run, path, min(float(interval), 1.0))
     except Exception as err:  # OSError mostly; never an exception out of init for this
         log.warning("nblog: rank %d cannot capture its console into %s: %s; the console is not recorded",
                     run.rank, path, err)
