@@ -45,7 +45,7 @@ def disk(tmp_path):
 def test_a_full_disk_drops_counts_and_recovers(disk, caplog):
     caplog.set_level(logging.INFO, logger="nblog")
     run = nb.init("full", run_id="full-00000000", root=disk / "runs", system=False, flush_interval=60,
-                  _environ={})
+                  _environ={}, provenance=False)  # its diff alone could fill the 2 MiB
     filler = fill(disk, 150_000)
     logged_points = logged_texts = 0
     step = 0
@@ -103,7 +103,7 @@ def test_a_full_disk_drops_counts_and_recovers(disk, caplog):
 def test_media_on_a_full_disk_is_dropped_counted_and_never_torn(disk, caplog):
     caplog.set_level(logging.INFO, logger="nblog")
     run = nb.init("full", run_id="media-00000000", root=disk / "runs", system=False, flush_interval=60,
-                  _environ={})
+                  _environ={}, provenance=False)  # its diff alone could fill the 2 MiB
     filler = fill(disk, 120_000)
     rng = np.random.default_rng(0)
     images = {}
