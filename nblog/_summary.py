@@ -523,6 +523,8 @@ def provenance_lines(records: list[dict]) -> list[tuple[str, str]]:
             parts.append(f"dirty ({size} B of diff in {git.get('diff_file')})" if git.get("diff_file") else "dirty")
         elif git.get("dirty") is False:
             parts.append("clean")
+        if isinstance(git.get("untracked"), int) and git["untracked"]:
+            parts.append(f"{git['untracked']} untracked file{'s' if git['untracked'] != 1 else ''}")
         if git.get("remote"):
             parts.append(f"from {git['remote']}")
         out.append(("code", ", ".join(parts)))
