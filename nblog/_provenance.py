@@ -19,9 +19,10 @@ git runs as a subprocess with a timeout, ``GIT_TERMINAL_PROMPT=0``, optional loc
 off (it never takes the index lock from the user's own git), no external diff or
 textconv drivers, no fsmonitor, and never touches the network.
 
-The thread is not a daemon, so a job that ends at once still records its
-provenance (the interpreter waits for it at exit, bounded by :data:`DEADLINE_S`);
-a signal or ``kill -9`` simply leaves no file (or the previous complete one).
+The thread is a daemon (a git stuck on a hung file system must never keep the job
+from exiting); ``Run.finish`` (also run at exit) waits up to 2 s for it, so a job that
+ends at once still records its provenance. A signal or ``kill -9`` before it is
+written leaves no file, never a torn one.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from collections.abc import Mapping
 PROVENANCE_VERSION = 1
 DIFF_LIMIT = 1 << 20  # bytes of uncommitted diff kept (the rest cut, "diff_truncated")
 GIT_TIMEOUT_S = 5.0  # per git call
-DEADLINE_S = 15.0  # the whole collection; what is not done by then is left out
+DEADLINE_S = 10.0  # the whole collection; what is not done by then is left out
 MAX_DISTRIBUTIONS = 10_000
 START_DELAY_S = 0.05  # the thread waits this long before collecting
 MAX_VALUE_CHARS = 4096  # an environment value or command-line argument longer is cut
@@ -354,7 +355,7 @@ def start(run_dir: str, env: Mapping[str, str], *, rank: int, session: int, laun
         cwd = os.getcwd()
     except OSError:
         cwd = "?"
-    t = threading.Thread(target=_record, name="nblog-provenance",
+    t = threading.Thread(target=_record, name="nblog-provenance", daemon=True,
                          args=(run_dir, env, argv, cwd, rank, session, dict(launcher), with_diff))
     t.start()
     return t
