@@ -16,10 +16,10 @@ from typer.core import TyperGroup
 from . import __version__
 from .app import report
 from .commands import diff, export, ls, media, resume_id, show, tail, timers, tui
+from .commands import import_ as import_cmd
+from .commands import logs as logs_cmd
 from .commands import plot as plot_cmd
 from .commands import report as report_cmd
-from .commands import logs as logs_cmd
-from .commands import import_ as import_cmd
 
 
 class NbGroup(TyperGroup):
