@@ -2,7 +2,9 @@
 
 The caller's thread only appends: packed 24-byte point records to ``points`` (a
 ``bytearray`` that is never replaced, so ``+=`` from several threads is safe under the
-GIL), and tuples to ``texts`` / ``tag_defs`` / ``media``. The writer thread wakes every
+GIL), tuples to ``texts`` / ``tag_defs`` / ``media``, and failure and alert dicts to
+``events`` (each written as a STATS frame with an ``event`` key, after the points and
+text of the same drain). The writer thread wakes every
 ``flush_interval`` seconds, takes what is there in chunks of at most 1 MiB (so it
 never holds the GIL for long), frames it and appends it to the file with ``os.write``.
 

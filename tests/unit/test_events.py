@@ -134,3 +134,20 @@ def test_provenance_file_names_round_trip() -> None:
     assert P.parse_file_name(P.file_name(3, 12)) == (3, 12)
     assert P.parse_file_name("provenance.r3.s12.diff") is None
     assert P.parse_file_name("provenance.r-1.s0.json") is None
+
+
+def test_nb_show_prints_hostile_failures_and_alerts_inert(make_run) -> None:
+    import subprocess
+    import sys
+
+    run = make_run()
+    run.add_scalar("x", 1.0, step=1)
+    run.alert("\x1b[31mred\x1b[0m [bold]t[/bold]", "\x1b]0;title\x07 text", level="error")
+    run._log_failure(RuntimeError, RuntimeError("\x1b[2J wiped \u202e"), None)
+    run.finish("failed")
+    out = subprocess.run([sys.executable, "-c", "from nbcli.app import main; main()", "show", run.dir],
+                         capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(nb.__file__))})
+    assert out.returncode == 0, out.stderr
+    assert "\x1b" not in out.stdout and "\x07" not in out.stdout and "\u202e" not in out.stdout
+    assert "failed: rank 0" in out.stdout and "wiped" in out.stdout and "[bold]t[/bold]" in out.stdout
