@@ -382,7 +382,10 @@ def failure_line(failure: dict | None, after: int = 0) -> str | None:
         where += f" ({failure['host']})"
     step = failure.get("step")
     message = (failure.get("message") or "").strip().splitlines()
-    what = str(failure.get("type") or "?") + (f": {message[0]}" if message else "")
+    first_line = message[0] if message else ""
+    if len(first_line) > 300:
+        first_line = first_line[:297] + "..."
+    what = str(failure.get("type") or "?") + (f": {first_line}" if message else "")
     line = f"failed: {where}, " + (f"step {step}, " if step is not None else "before the first step, ") + what
     if after:
         line += f" ({after} other rank{'s' if after != 1 else ''} failed after it)"

@@ -183,12 +183,13 @@ def _what_went_wrong(out: Output, info: dict) -> None:
 
     first = info.get("first_failure")
     unended = info.get("unended") or []
-    if unended and info.get("first_incident") == "unended":  # a rank died first: the others followed
+    died_first = bool(unended) and info.get("first_incident") == "unended"
+    if died_first:  # a rank died first: the others' failures followed
         _unended(out, unended)
         unended = []
     if first:
         out.gap()
-        out.line(data(info["failure_line"], "red bold"))
+        out.line(data(("then " if died_first else "") + info["failure_line"], "red bold"))
         tb = (first.get("traceback") or "").rstrip("\n").splitlines()
         if len(tb) > TRACEBACK_LINES:
             tb = [f"... ({len(tb) - TRACEBACK_LINES} lines above: nb show --json, failures[].traceback)",
@@ -199,7 +200,8 @@ def _what_went_wrong(out: Output, info: dict) -> None:
         if isinstance(content, dict):
             msg = content.get("message")
             msg = msg.get("message") if isinstance(msg, dict) else msg
-            if isinstance(msg, str) and msg.strip():
+            ours = f"{first.get('type')}: {(first.get('message') or '').strip()}".splitlines()[0]
+            if isinstance(msg, str) and msg.strip() and msg.strip().splitlines()[0] != ours:
                 out.line(data(f"torchrun error file: {msg.strip().splitlines()[0]}"))
     if unended:
         _unended(out, unended)

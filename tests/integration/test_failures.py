@@ -100,7 +100,7 @@ def test_rank_3_raising_at_step_30_is_named_with_its_traceback(tmp_path: Path) -
     # torch's @record wrote torchrun's error file before the exception reached nb's hook
     assert first["error_file"] and isinstance(first["error_file_content"], dict)
     assert "CUDA out of memory" in json.dumps(first["error_file_content"])
-    assert "torchrun error file: " in show.stdout
+    assert "torchrun error file: " not in show.stdout  # it says what the traceback's last line says
     # the other ranks failed or were stopped by torchrun's SIGTERM, and closed their logs
     assert info["unended"] == []
     assert all(lf.end is not None for k in range(4) for lf in r.files(k))
@@ -130,3 +130,4 @@ def test_rank_killed_with_sigkill_shows_a_session_without_end(tmp_path: Path) ->
     assert killed, show.stdout
     failed = show.stdout.find("failed: rank")
     assert failed == -1 or failed > killed.start(), "the killed rank comes before the ranks failing after it"
+    assert failed == -1 or show.stdout[failed - 5:failed] == "then "
