@@ -418,7 +418,8 @@ def incidents(reader: RunReader, files: list[dict] | None = None, status: str | 
 
     A session without an END record counts as ended when the run is not running
     (finished, failed, stale), when its rank has a later session, or when another
-    rank's same session has ended: a session still writing is not listed.
+    rank's same session has ended, unless its process runs on this machine and is
+    alive (a rank still blocked in a collective after another one failed).
     """
     if files is None:
         files = [{"rank": r, **s, "closed": s["end"] is not None} for r in reader.ranks() for s in reader.sessions(r)]
@@ -437,11 +438,13 @@ def incidents(reader: RunReader, files: list[dict] | None = None, status: str | 
         if f["closed"]:
             closed_sessions.add(f["session"])
     dead = status not in ("running", None)
+    here = None if dead else _this_host()
     unended = []
     for f in files:
         if f["closed"]:
             continue
-        if dead or f["session"] < latest[f["rank"]] or f["session"] in closed_sessions:
+        if dead or f["session"] < latest[f["rank"]] or (f["session"] in closed_sessions
+                                                         and not _alive_here(f, here)):
             wall0, dur = f.get("wall_start"), f.get("duration_s")
             last = wall0 + dur if isinstance(wall0, (int, float)) and isinstance(dur, (int, float)) else None
             unended.append({"rank": f["rank"], "session": f["session"], "host": f.get("host"),
@@ -467,6 +470,27 @@ def incidents(reader: RunReader, files: list[dict] | None = None, status: str | 
         "alerts": alerts,
         "provenance": provenance(reader.dir),
     }
+
+
+def _this_host() -> str:
+    from ._init import hostname
+
+    return hostname(os.environ)
+
+
+def _alive_here(f: dict, here: str | None) -> bool:
+    """Whether the process that writes the session ``f`` runs on this machine and is
+    alive (a rank blocked in a collective after another rank failed, not killed)."""
+    pid = f.get("pid")
+    if here is None or f.get("host") != here or not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, owned by someone else
+        return True
+    return True
 
 
 #: A provenance file larger than this is not read (they are tens of KiB).

@@ -67,7 +67,7 @@ def test_rank_3_raising_at_step_30_is_named_with_its_traceback(tmp_path: Path) -
     # by peer" after it, or be stopped by torchrun's SIGTERM: either way they come later
     ranks = failures["rank"].to_list()
     assert ranks[0] == 3 and 3 not in ranks[1:], ranks
-    assert all("Connection closed" in m for m in failures["message"].to_list()[1:])
+    assert all("in all_reduce" in tb for tb in failures["traceback"].to_list()[1:]), failures["message"].to_list()
     f = failures.row(0, named=True)
     assert (f["session"], f["step"], f["type"]) == (0, 30, "RuntimeError")
     assert f["message"] == "CUDA out of memory (injected at step 30)"
@@ -116,7 +116,8 @@ def test_rank_killed_with_sigkill_shows_a_session_without_end(tmp_path: Path) ->
     # may fail after it ("Connection closed by peer") or be stopped by torchrun
     failures = r.failures()
     assert 2 not in failures["rank"].to_list()
-    assert all("Connection closed" in m for m in failures["message"].to_list())
+    # gloo says "Connection closed by peer", "Connection reset by peer", ...: in all_reduce
+    assert all("in all_reduce" in tb for tb in failures["traceback"].to_list()), failures["message"].to_list()
     (rank2,) = r.files(2)
     assert rank2.end is None
     assert all(lf.end is not None for k in (0, 1, 3) for lf in r.files(k))

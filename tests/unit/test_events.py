@@ -151,3 +151,34 @@ def test_nb_show_prints_hostile_failures_and_alerts_inert(make_run) -> None:
     assert out.returncode == 0, out.stderr
     assert "\x1b" not in out.stdout and "\x07" not in out.stdout and "\u202e" not in out.stdout
     assert "failed: rank 0" in out.stdout and "wiped" in out.stdout and "[bold]t[/bold]" in out.stdout
+
+
+@pytest.mark.parametrize("alive", [True, False])
+def test_an_open_session_of_a_live_process_here_is_not_called_ended(tmp_path, alive: bool) -> None:
+    """Rank 0 ended; rank 1's session has no END record yet. When rank 1's process runs
+    on this machine and is alive (blocked in a collective), it is not listed."""
+    import subprocess
+    import sys
+
+    from nblog._init import hostname
+    from nblog._summary import incidents
+
+    run_dir = tmp_path / "p" / "r-1"
+    run_dir.mkdir(parents=True)
+    (run_dir / "run.json").write_text(json.dumps({"status": "running", "sessions": [{"session": 0}]}))
+    w0 = Writer(str(run_dir / "events.r0.s0.log"), {"rank": 0, "session": 0})
+    w0.close({"status": "failed"})
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        if not alive:
+            child.kill()
+            child.wait()
+        w1 = Writer(str(run_dir / "events.r1.s0.log"), {"rank": 1, "session": 0, "host": hostname(os.environ),
+                                                         "pid": child.pid})
+        w1.flush()
+        unended = incidents(nb.RunReader(str(run_dir)), status="running")["unended"]
+        assert [u["rank"] for u in unended] == ([] if alive else [1])
+        w1.forget()
+    finally:
+        child.kill()
+        child.wait()
