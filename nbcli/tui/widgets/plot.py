@@ -41,6 +41,9 @@ TITLE = Style(bold=True)
 NOTE = Style(color="#8a8f98", italic=True)
 MARK = Style(color="#ff5f5f", bold=True)
 SESSION = Style(color="#d7af5f")
+# Empty cells: a real (empty) style, never None: Textual's filters (NO_COLOR's monochrome
+# filter) read every segment's style.
+BLANK = Style.null()
 # Dash patterns over the dots along a line (1: dot drawn), and the legend's picture of
 # each: solid, dashed, dotted, dash-dot. A line's ``dash`` picks one (modulo 4).
 DASHES = ((1,), (1, 1, 1, 1, 1, 1, 0, 0, 0, 0), (1, 0, 0), (1, 1, 1, 1, 1, 1, 0, 0, 0, 1, 0, 0, 0))
@@ -176,7 +179,7 @@ class Raster:
         if 0 <= col < self.cols and 0 <= row < self.rows:
             self.chars[row * self.cols + col] = (char, sid)
 
-    def row(self, r: int) -> list[tuple[str, Style | None]]:
+    def row(self, r: int) -> list[tuple[str, Style]]:
         out = []
         base = r * self.cols
         bits = self.bits[base : base + self.cols]
@@ -188,13 +191,13 @@ class Raster:
             elif bits[c]:
                 out.append((chr(0x2800 + int(bits[c])), self.styles[int(sty[c])]))
             else:
-                out.append((" ", None))
+                out.append((" ", BLANK))
         return out
 
 
-def _merge(cells: list[tuple[str, Style | None]]) -> list[Segment]:
+def _merge(cells: list[tuple[str, Style]]) -> list[Segment]:
     segs: list[Segment] = []
-    text, style = "", None
+    text, style = "", BLANK
     for ch, st in cells:
         if st is style:
             text += ch
@@ -381,5 +384,5 @@ class BraillePlot(Widget):
             self._rows = render_spec(self._spec, w, h)
             self._rows_size = (w, h)
         if y >= len(self._rows):
-            return Strip.blank(w)
-        return Strip(self._rows[y]).crop_extend(0, w, None)
+            return Strip.blank(w, BLANK)
+        return Strip(self._rows[y]).crop_extend(0, w, BLANK)
