@@ -139,7 +139,12 @@ def init(
         ValueError: a bad name, argument or launcher variable.
         FileExistsError: rank 0, explicit run id exists and resume is None.
         FileNotFoundError: rank 0, resume="must" and the run does not exist.
-        OSError: rank 0 cannot create the run folder (the message names the path).
+        OSError: rank 0 cannot create the run folder or write ``run.json`` of a new
+            run (the message names the path). A new run on a full disk (``ENOSPC``,
+            ``EDQUOT``) raises too, nothing being recorded yet: the folders this init
+            made are removed. A resumed run (a requeue) onto a full disk does not
+            raise: the job was running before, so it warns once and returns a run
+            that records nothing for this session (run.json keeps its history).
     """
     env = os.environ if _environ is None else _environ
     settings = resolve(
@@ -339,6 +344,7 @@ def _look_up_again(folder: str) -> None:
 
 def _open_rank0(project, name, rid, how, job_id, job_source, project_dir, ranks, config,
                 settings: Settings, host, env) -> Run:
+    made_project = not os.path.isdir(project_dir)
     try:
         os.makedirs(project_dir, exist_ok=True)
     except OSError as err:
@@ -418,14 +424,41 @@ def _open_rank0(project, name, rid, how, job_id, job_source, project_dir, ranks,
         "sessions": sessions + [entry],
         "settings": settings.to_json(),
     }
+    if old and isinstance(old.get("summary"), dict):  # a resumed session folds its points in
+        data["summary"] = old["summary"]
     runfile = RunFile(run_dir, data)
-    run = _make_run(project, name, rid, run_dir, ranks, runfile, config, settings, host, env,
-                    job_id, job_source, session=session, step_start=entry["step_start"])
-    try:
+    try:  # before the event log: a disk too full for run.json leaves no empty log behind
         runfile.save()
     except OSError as err:
-        raise type(err)(err.errno, f"nblog: cannot write {runfile.path}: {err.strerror}") from None
-    return run
+        if exists and err.errno in _DISK_FULL:  # a requeue onto a full disk: the job goes on
+            log.warning(
+                "nblog: cannot write %s: %s; training goes on, but session %d of run %r is not "
+                "recorded (no event log, run.json unchanged): free space before the next restart",
+                runfile.path, err.strerror, session, rid,
+            )
+            return _inert(project, name, rid, None, ranks, config, settings)
+        if not exists:  # nothing recorded yet: remove what this init created
+            _remove_empty(run_dir, project_dir if made_project else None)
+        why = " (nothing was recorded; the run folder was removed)" if not exists else ""
+        raise type(err)(err.errno, f"nblog: cannot write {runfile.path}: {err.strerror}{why}") from None
+    return _make_run(project, name, rid, run_dir, ranks, runfile, config, settings, host, env,
+                     job_id, job_source, session=session, step_start=entry["step_start"])
+
+
+#: errno of a full disk or an exhausted quota
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def _remove_empty(run_dir: str, project_dir: str | None) -> None:
+    """Remove the run folder this init created (and the project folder, if this init
+    created it too), each only if empty."""
+    for folder in (run_dir, project_dir):
+        if folder is None:
+            continue
+        try:
+            os.rmdir(folder)
+        except OSError:
+            return
 
 
 def _why_unwritable(path: str) -> str:
@@ -468,7 +501,7 @@ def _make_run(project, name, rid, run_dir, ranks: RankInfo, runfile: RunFile | N
         }
         on_first = on_progress = None
         if runfile is not None:
-            written = [None]  # the last step in run.json: rewritten only when it moves
+            written = [None, 0]  # the last step and summary change in run.json: rewritten when they move
 
             def on_first(step: int, _s=run.session) -> None:
                 written[0] = last = run._step if run._step is not None else step
@@ -476,12 +509,19 @@ def _make_run(project, name, rid, run_dir, ranks: RankInfo, runfile: RunFile | N
 
             def on_progress(_s=run.session) -> bool:
                 step = run._step
-                if step is None or step == written[0]:
+                writer = holder[0]
+                changes = writer.summary_changes if writer is not None else written[1]
+                if (step is None or step == written[0]) and changes == written[1]:
                     return False
-                written[0] = step
-                runfile.update_session(_s, last_step=step, updated=time.time())
+                extra = {"summary": writer.summary()} if changes != written[1] else {}
+                if step is not None and step != written[0]:
+                    extra["last_step"] = step
+                runfile.update_session(_s, updated=time.time(), **extra)
+                written[0] = step if step is not None else written[0]
+                written[1] = changes
                 return True
-        return Writer(
+        holder: list = [None]  # the writer, for on_progress (its thread may call before this returns)
+        holder[0] = writer = Writer(
             os.path.join(run_dir, event_file_name(run.rank, run.session)),
             header,
             flush_interval=settings.flush_interval,
@@ -491,7 +531,9 @@ def _make_run(project, name, rid, run_dir, ranks: RankInfo, runfile: RunFile | N
             on_progress=on_progress,
             media_sink=run._media_sink,
             buffers=(run._points, run._texts, run._media, run._tag_defs),
+            summary=runfile.data.get("summary", {}) if runfile is not None else None,
         )
+        return writer
 
     run = Run(
         project=project, name=name, run_id=rid, run_dir=run_dir, rank=ranks.rank,
@@ -505,8 +547,10 @@ def _make_run(project, name, rid, run_dir, ranks: RankInfo, runfile: RunFile | N
     if runfile is not None:
         def finalize(status: str, reason: str | None, _s=run.session) -> None:
             try:
+                writer = run._writer
                 runfile.update_session(
                     _s, status=status, end=time.time(), end_reason=reason, last_step=run._step,
+                    **({"summary": writer.summary()} if writer is not None and writer.summary_changes else {}),
                     duration_s=round((time.monotonic_ns() - run._t0) / 1e9, 3),
                     **({"failure": run._failure} if run._failure is not None else {}),
                 )

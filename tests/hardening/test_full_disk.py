@@ -132,3 +132,67 @@ def test_media_on_a_full_disk_is_dropped_counted_and_never_torn(disk, caplog):
     assert md["step"].to_list()[-10:] == list(range(60, 70))
     sc = r.scalars("x")
     assert len(sc) + len(md) + dropped == 140
+
+
+def _files(folder) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
+def test_a_new_run_on_a_full_disk_raises_once_and_leaves_nothing(disk, caplog):
+    """A new run has recorded nothing yet: init raises (an unwritable root fails fast),
+    says so in one message, without a "training goes on" before it, and removes the
+    folders it made (no empty event log, no "unknown" run in nb ls)."""
+    caplog.set_level(logging.INFO, logger="nblog")
+    root = disk / "runs"
+    root.mkdir()
+    filler = fill(disk, 0)
+    with pytest.raises(OSError) as info:
+        nb.init("full", run_id="full2", root=root, system=False, _environ={}, provenance=False)
+    assert info.value.errno == 28 and "nothing was recorded" in str(info.value), info.value
+    assert nblog_warnings(caplog) == []  # no "training goes on" before the raise
+    assert _files(root) == []  # neither the run folder nor the project folder is left
+    filler.unlink()
+    run = nb.init("full", run_id="full2", root=root, system=False, _environ={}, provenance=False)
+    run.add_scalar("x", 1.0, step=0)
+    run.finish()
+    assert nb.RunReader(run.dir).scalars("x")["value"].to_list() == [1.0]
+
+
+REQUEUE = """
+import sys, nblog as nb
+run = nb.init("full", run_id="full2", root=sys.argv[1], resume="auto", system=False, provenance=False)
+for step in range(100):
+    run.add_scalar("loss", 1.0 / (step + 1))
+run.finish()
+print("TRAINED", run.session, flush=True)
+"""
+
+
+def test_a_requeue_onto_a_full_disk_keeps_training(disk):
+    """A resume (Slurm requeue) onto a full disk: the job was running before, so
+    training goes on (exit 0) with one warning that names run.json and says the
+    session is not recorded; the run keeps its history and gets no phantom session."""
+    import subprocess
+    import sys
+
+    from hardkit import clean_env
+
+    root = disk / "runs"
+    env = clean_env()
+    first = subprocess.run([sys.executable, "-c", REQUEUE, str(root)], env=env, capture_output=True,
+                           text=True, timeout=120)
+    assert first.returncode == 0 and "TRAINED 0" in first.stdout, first.stderr
+    before = (root / "full" / "full2" / "run.json").read_bytes()
+    filler = fill(disk, 0)
+    second = subprocess.run([sys.executable, "-c", REQUEUE, str(root)], env=env, capture_output=True,
+                            text=True, timeout=120)
+    filler.unlink()
+    assert second.returncode == 0 and "TRAINED" in second.stdout, second.stderr
+    lines = [ln for ln in second.stderr.splitlines() if ln.startswith("nblog")]
+    assert len(lines) == 1 and "cannot write" in lines[0] and "No space left" in lines[0], second.stderr
+    assert "training goes on" in lines[0] and "not recorded" in lines[0]
+    run_dir = root / "full" / "full2"
+    assert (run_dir / "run.json").read_bytes() == before
+    assert not (run_dir / "events.r0.s1.log").exists()
+    r = nb.RunReader(str(run_dir))
+    assert [s["session"] for s in r.sessions()] == [0]
