@@ -45,7 +45,7 @@ FRAME_TAGS = 2  # tag definitions: repeated TAG_DEF + utf-8 name
 FRAME_POINTS = 3  # repeated POINT records (scalars, timers, system metrics)
 FRAME_TEXT = 4  # repeated TEXT_HEAD + utf-8 text
 FRAME_MEDIA = 5  # repeated MEDIA_HEAD + JSON metadata (media pack references)
-FRAME_STATS = 6  # JSON: heartbeat and counters (dropped points, ...)
+FRAME_STATS = 6  # JSON: heartbeat and counters (dropped points, ...); with "event": a failure or alert
 FRAME_END = 7  # JSON: the session ended (status, reason, counters)
 KNOWN_FRAMES = frozenset(range(1, 8))
 
