@@ -95,7 +95,8 @@ def resolve_run(query: str | os.PathLike, root: str | os.PathLike | None = None)
 def run_summary(run_dir: str, now: float | None = None, stale_after: float = STALE_AFTER_S) -> dict:
     """One row of ``nb ls`` for ``run_dir``, from run.json and file metadata only.
 
-    Keys: id, project, name, status (running / finished / failed / stale), ranks
+    Keys: id, project, name, status (:func:`run_status`: running / finished / failed /
+    preempted / stale / unknown), ranks
     (ranks with event logs), world_size, sessions, last_step, last_step_updated (unix
     seconds: when rank 0 recorded last_step in run.json, every few seconds while the
     step moves; None when unknown), started (unix seconds), duration_s (active time:
@@ -107,6 +108,40 @@ def run_summary(run_dir: str, now: float | None = None, stale_after: float = STA
     row = _summary(os.path.abspath(run_dir), time.time() if now is None else now, stale_after, False)
     assert row is not None
     return row
+
+
+def run_status(meta: Mapping, last_write: float | None, now: float | None = None,
+               stale_after: float = STALE_AFTER_S) -> str:
+    """A run's status as ``nb ls``, ``nb show`` and the TUI show it.
+
+    Args:
+        meta: the parsed run.json (``{}`` when missing or unreadable).
+        last_write: the newest modification time of the run's files (unix seconds),
+            or None/0 when unknown.
+        now: the time to judge by (unix seconds; default: now).
+        stale_after: seconds without a write after which a running run is stale.
+
+    Returns:
+        run.json's ``status`` ("running", "finished", "failed"; "unknown" when it has
+        none), except for a run still marked "running": "preempted" when its last
+        session has ended (an ``end`` recorded, as on SIGTERM: the job is expected to
+        be requeued), else "stale" when its files have not changed for
+        ``stale_after`` seconds (killed without a chance to say so).
+    """
+    status = meta.get("status") if isinstance(meta, Mapping) else None
+    if not isinstance(status, str) or not status:
+        return "unknown"
+    if status != "running":
+        return status
+    sessions = [s for s in meta.get("sessions") or [] if isinstance(s, dict)]
+    if sessions:
+        last = max(sessions, key=lambda s: s.get("session") if s.get("session").__class__ is int else -1)
+        end = last.get("end")
+        if isinstance(end, (int, float)) and not isinstance(end, bool):
+            return "preempted"
+    if last_write and (time.time() if now is None else now) - last_write > stale_after:
+        return "stale"
+    return status
 
 
 def _summary(run_dir: str, now: float, stale_after: float, only_runs: bool, metas: list | None = None) -> dict | None:
@@ -158,9 +193,7 @@ def _summary(run_dir: str, now: float, stale_after: float, only_runs: bool, meta
     if metas is not None:
         metas.append({k: meta[k] for k in ("config", "summary") if k in meta})
     sessions = meta.get("sessions") or []
-    status = meta.get("status") or "unknown"
-    if status == "running" and last_write and now - last_write > stale_after:
-        status = "stale"
+    status = run_status(meta, last_write, now, stale_after)
     duration = 0.0
     last_step = last_step_updated = None
     for i, s in enumerate(sessions):

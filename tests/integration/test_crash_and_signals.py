@@ -120,6 +120,27 @@ def test_sigterm_flushes_everything_then_dies_of_sigterm(tmp_path):
     assert meta["sessions"][0]["end_reason"] == "SIGTERM"
 
 
+def test_a_run_stopped_by_sigterm_lists_as_preempted_not_running_or_stale(tmp_path):
+    """run.json keeps status "running" (a requeue is expected), but its last session
+    has ended: nb ls says "preempted", at once and long after (never "stale", which
+    means killed without a word); a requeue's new session is "running" again."""
+    import time
+
+    from nblog._catalog import STALE_AFTER_S, run_summary
+
+    root, proc = start_and_wait_ready(tmp_path)
+    proc.send_signal(signal.SIGTERM)
+    wait(proc, expect_rc=-signal.SIGTERM)
+    run_dir = root / "sig" / "t-00000000"
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "running"
+    assert run_summary(str(run_dir))["status"] == "preempted"
+    assert run_summary(str(run_dir), now=time.time() + 10 * STALE_AFTER_S)["status"] == "preempted"
+    run = nb.init("sig", run_id="t-00000000", root=str(root), resume="auto", system=False, _environ={})
+    assert run_summary(str(run_dir))["status"] == "running"
+    run.finish()
+    assert run_summary(str(run_dir))["status"] == "finished"
+
+
 def test_sigterm_flushes_before_a_user_handler_installed_earlier_runs(tmp_path):
     prelude = """
     def on_term(signum, frame):  # a user's own handler: checkpoint and leave
