@@ -58,9 +58,12 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
         v = float(raw)
     except ValueError:
         raise ValueError(f"environment variable {name}={raw!r} is not a number") from None
-    if not v >= 0:
-        raise ValueError(f"environment variable {name}={raw!r} must be >= 0")
+    if not (v >= 0 and v != _INF):  # also NaN
+        raise ValueError(f"environment variable {name}={raw!r} must be a finite number >= 0")
     return v
+
+
+_INF = float("inf")
 
 
 def _flag(raw: str) -> bool:
@@ -117,12 +120,12 @@ def resolve(
         raise ValueError(f"resume must be None, 'auto' or 'must', got {resume!r}")
     if flush_interval is None:
         flush_interval = _float(env, "NB_FLUSH_INTERVAL", 1.0)
-    if not 0 < flush_interval <= 60:
-        raise ValueError(f"flush_interval must be in (0, 60] seconds, got {flush_interval!r}")
+    if not (isinstance(flush_interval, (int, float)) and 0 < flush_interval <= 60):  # also NaN
+        raise ValueError(f"flush_interval must be a number in (0, 60] seconds, got {flush_interval!r}")
     if system_interval is None:
         system_interval = _float(env, "NB_SYSTEM_INTERVAL", 30.0)
-    if not system_interval > 0:
-        raise ValueError(f"system_interval must be > 0 seconds, got {system_interval!r}")
+    if not (isinstance(system_interval, (int, float)) and 0 < system_interval < _INF):
+        raise ValueError(f"system_interval must be a finite number > 0 seconds, got {system_interval!r}")
     if system is True and "NB_SYSTEM" in env:
         groups = parse_system(env["NB_SYSTEM"], "NB_SYSTEM")
     else:

@@ -129,3 +129,20 @@ def test_settings_are_frozen_and_json_able():
     d = json.loads(json.dumps(s.to_json()))
     assert d["system"] == ["cpu"]
     assert d["root"] == "nb_runs"
+
+
+@pytest.mark.parametrize("name", ["NB_SYSTEM_INTERVAL", "NB_FLUSH_INTERVAL", "NB_WAIT_S", "NB_HEARTBEAT_S",
+                                  "NB_PROGRESS_S"])
+@pytest.mark.parametrize("raw", ["nan", "inf", "-inf", "NaN"])
+def test_a_float_variable_that_is_not_finite_says_so(name, raw):
+    with pytest.raises(ValueError) as info:
+        settings({name: raw})
+    assert name in str(info.value) and "finite number" in str(info.value), info.value
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+@pytest.mark.parametrize("key", ["system_interval", "flush_interval"])
+def test_an_interval_argument_that_is_not_finite_is_refused(key, value):
+    with pytest.raises(ValueError) as info:
+        settings({}, **{key: value})
+    assert key in str(info.value)
