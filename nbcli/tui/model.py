@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from nblog._catalog import run_summary
 from nblog._live import LiveRun
 
 from .messages import RunStatus
@@ -123,7 +124,23 @@ class RunModel:
 
     # -- status ---------------------------------------------------------------------------
 
-    def status(self, rank: int) -> RunStatus:
+    def run_status(self, now: float | None = None) -> str:
+        """The first run's status by the catalog's rule (``nb ls`` and the runs list say
+        the same): running, finished, failed, stale (running but silent for minutes), or
+        whatever other word run.json or the catalog holds. "waiting" while the run has
+        neither a status nor an event log yet; the last status read once its folder is
+        gone. ``now``: unix seconds (default: the clock)."""
+        live = self.primary
+        if live.gone:
+            return str(live.meta.get("status") or "unknown")
+        try:
+            status = str(run_summary(live.dir, now=now)["status"] or "unknown")
+        except OSError:
+            status = str(live.meta.get("status") or "unknown")
+        return "waiting" if status == "unknown" and not live.ranks() else status
+
+    def status(self, rank: int, now: float | None = None) -> RunStatus:
+        """What the run header shows for ``rank``; ``now``: unix seconds, for the status."""
         live = self.primary
         meta = live.meta
         tags: set[str] = set()
@@ -136,7 +153,7 @@ class RunModel:
             title += f"  {meta['name']}"
         return RunStatus(
             title=title,
-            status=str(meta.get("status") or ("waiting" if not live.ranks() else "unknown")),
+            status=self.run_status(now),
             gone=live.gone,
             ranks=live.ranks(),
             sessions=len(sessions),

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import os
 
-from nbtui_helpers import aio, settle
-from nbtui_synth import RUN_ID
-from textual.widgets import DataTable
+from nbtui_helpers import aio, settle, wait_for
+from nbtui_synth import RUN_ID, WALL0
+from textual.widgets import DataTable, Static
 
 from nbcli.tui.app import NbTui
 from nbcli.tui.screens.run import RunScreen
@@ -52,3 +52,71 @@ async def test_no_color_run_without_points(tmp_path, monkeypatch):
             await settle(pilot)
         await pilot.press("q")
     assert app.return_code == 0
+
+
+# -- 5. the header's status is the catalog's ---------------------------------------------
+
+
+class Clock:
+    def __init__(self, now: float):
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def silent_run(root, status: str = "running", run_id: str = "kill-00000009") -> str:
+    """A run whose run.json says ``status`` and whose files were last written at WALL0 + 100."""
+    from test_papercuts import write
+
+    run_dir = write(root, "p", run_id, "killed", meta={"status": status})
+    for name in os.listdir(run_dir):
+        os.utime(os.path.join(run_dir, name), (WALL0 + 100, WALL0 + 100))
+    return run_dir
+
+
+def run_header(app) -> str:
+    return str(app.screen.query_one("#run-header", Static).render())
+
+
+@aio
+async def test_header_says_stale_as_the_runs_list_does(tmp_path):
+    from nblog._catalog import STALE_AFTER_S
+
+    silent_run(tmp_path)
+    clock = Clock(WALL0 + 100 + STALE_AFTER_S + 60)  # killed with kill -9 four minutes ago
+    app = NbTui(root=str(tmp_path), poll_s=0, clock=clock)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(pilot)
+        table = app.screen.query_one(DataTable)
+        assert str(table.get_row_at(0)[4]) == "stale"
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(app.screen, RunScreen)
+        assert "  stale  " in run_header(app) and "running" not in run_header(app)
+
+
+@aio
+async def test_header_turns_stale_while_it_is_open(tmp_path):
+    from nblog._catalog import STALE_AFTER_S
+
+    run_dir = silent_run(tmp_path)
+    clock = Clock(WALL0 + 110)
+    app = NbTui(runs=[run_dir], poll_s=0.05, clock=clock)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await wait_for(pilot, lambda: "  running  " in run_header(app))
+        clock.now = WALL0 + 100 + STALE_AFTER_S + 1  # nothing written since: the next poll says so
+        await wait_for(pilot, lambda: "  stale  " in run_header(app))
+
+
+@aio
+async def test_a_status_word_the_tui_does_not_know_is_shown_as_is(tmp_path):
+    run_dir = silent_run(tmp_path, status="preempted")
+    app = NbTui(root=str(tmp_path), poll_s=0, clock=Clock(WALL0 + 110))
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(pilot)
+        assert str(app.screen.query_one(DataTable).get_row_at(0)[4]) == "preempted"
+        await pilot.press("enter")
+        await settle(pilot)
+        assert "  preempted  " in run_header(app)
+    assert run_dir

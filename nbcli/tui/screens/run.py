@@ -7,8 +7,10 @@ Reading happens in thread workers (``_load``) that post results as messages; a
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
+import time
 
 from rich.text import Text
 from textual import on, work
@@ -181,12 +183,17 @@ class RunScreen(Screen):
                     return  # a newer request is queued
                 changed = model.refresh() if req.refresh else False
                 first = not self.status.title
+                now = getattr(self.app, "clock", time.time)()
                 if changed or first or not req.refresh:
-                    status = model.status(req.rank)
+                    status = model.status(req.rank, now)
                     self.post_message(StatusReady(status))
                     default = status.tags[0] if status.tags else None
                 else:
                     default = self.status.tags[0] if self.status.tags else None
+                    # nothing new, yet a silent run turns stale (the catalog's rule, as nb ls)
+                    word = model.run_status(now)
+                    if word != self.status.status:
+                        self.post_message(StatusReady(dataclasses.replace(self.status, status=word)))
                 if req.refresh and not changed and self._shown_seq.get(req.view):
                     return  # nothing new: nothing to redraw (an idle TUI stays idle)
                 data = model.view(req, default)
