@@ -103,12 +103,14 @@ def run_ls(
         from nblog._runs_query import QueryError
 
         kept = {id(r) for r in rows}
+        read = _RERUN.pop("summaries", {})
         try:
             return _query_ls([p for p in pairs if id(p[0]) in kept], where, as_json, where_expr, columns, sort,
-                             desc, group)
+                             desc, group, read)
         except QueryError:
             if argv is None:
                 raise
+            _RERUN["summaries"] = read  # the Typer run below reads no event log twice
         # Typer reports the usage error (and exits 2), as it does every other one
         from ._tree import app
 
@@ -132,13 +134,19 @@ _SHOWN = ("id", "project", "name", "status", "ranks", "sessions", "last_step", "
 _TIMES = ("started", "last_write", "last_step_updated")
 
 
+# Tag summaries a fast-path query read before it met a usage error, for the Typer run
+# that reports the error (a mistyped key on runs without summaries reads every event log)
+_RERUN: dict = {}
+
+
 def _query_ls(pairs: list, where: str, as_json: bool, where_expr: str | None, columns: Sequence[str],
-              sort: str | None, desc: bool, group: str | None) -> int:
+              sort: str | None, desc: bool, group: str | None, read: dict) -> int:
     """``nb ls`` with --where/--columns/--sort/--group: select with Polars, then print
-    the selected columns (``id`` first), or one row per group."""
+    the selected columns (``id`` first), or one row per group. ``read``: tag summaries
+    already read, by run folder (filled as more are read)."""
     from nblog._runs_query import RunsTable, groups, parse_where, select
 
-    table = RunsTable(pairs)
+    table = RunsTable(pairs, read)
     rows = select(table, where_expr, None if group is not None else sort, desc and group is None, columns)
     if group is not None:
         values = list(columns) + ([sort] if sort is not None and sort not in columns else [])

@@ -151,10 +151,11 @@ class RunsTable:
     """The runs of a listing (``(row, run.json)`` pairs from
     :func:`nblog._catalog.list_runs_meta`) as columns built on demand."""
 
-    def __init__(self, pairs: Sequence[tuple[dict, dict]]):
+    def __init__(self, pairs: Sequence[tuple[dict, dict]], summaries: dict[str, dict] | None = None):
+        """``summaries``: tag summaries already read, by run folder (filled as runs are read)."""
         self.pairs = list(pairs)
         self._config_keys: dict[str, bool] = {}
-        self._summaries: dict[int, dict[str, dict]] = {}
+        self.summaries_read: dict[str, dict[str, dict]] = {} if summaries is None else summaries
 
     # -- what a key is
 
@@ -177,10 +178,10 @@ class RunsTable:
 
     def summaries(self, i: int) -> dict[str, dict]:
         """The tag summaries of run ``i`` (read once)."""
-        got = self._summaries.get(i)
+        row, meta = self.pairs[i]
+        got = self.summaries_read.get(row["path"])
         if got is None:
-            row, meta = self.pairs[i]
-            got = self._summaries[i] = tag_summaries(row["path"], meta)
+            got = self.summaries_read[row["path"]] = tag_summaries(row["path"], meta)
         return got
 
     def value(self, i: int, key: str) -> object:

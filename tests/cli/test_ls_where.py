@@ -326,3 +326,24 @@ def test_fast_argv_understands_the_query_options():
                                "desc": True, "argv": argv}
     for bad in (["--columns", ","], ["--sort", " "], ["--group", ""], ["--where"], ["-w", "-1 < x"]):
         assert fast_argv(bad) is None, bad  # Typer's to report (or to parse, for a value that starts with -)
+
+
+def test_a_usage_error_on_the_fast_path_reads_each_log_once(sweep, monkeypatch, capsys):
+    """A mistyped key is found only after every run's tags were read (runs without a
+    summary: every event log); the Typer run that reports it reuses what was read."""
+    from nbcli.app import _fast
+
+    root, _specs = sweep
+    seen: list[str] = []
+    real = rq.tag_summaries
+
+    def spy(run_dir, meta=None):
+        seen.append(run_dir)
+        return real(run_dir, meta)
+
+    monkeypatch.setattr(rq, "tag_summaries", spy)
+    with pytest.raises(SystemExit) as exit_:
+        _fast(["ls", "--root", str(root), "--where", "optim.lrr < 1"])
+    assert exit_.value.code == 2
+    assert "unknown key 'optim.lrr'" in capsys.readouterr().err
+    assert len(seen) == len(set(seen)) == N_RUNS
