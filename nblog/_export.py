@@ -14,6 +14,7 @@ import json
 import os
 import re
 import secrets
+import stat
 from collections.abc import Callable, Iterable
 from typing import IO
 from urllib.parse import quote
@@ -82,45 +83,103 @@ def read_frame(
 
 
 def write_frame(
-    df: pl.DataFrame, dest: str | os.PathLike | IO[bytes], fmt: str, metadata: dict[str, str] | None = None
+    df: pl.DataFrame, dest: str | os.PathLike | IO[bytes], fmt: str, metadata: dict[str, str] | None = None,
+    *, follow_links: bool = True,
 ) -> None:
-    """Write ``df`` to a path (atomically: temp file, then rename) or a binary stream;
-    ``metadata``: key-value pairs stored in a Parquet file's footer.
+    """Write ``df`` to a path or a binary stream; ``metadata``: key-value pairs stored in
+    a Parquet file's footer. A path is written as :func:`write_output` says (atomically
+    for a regular file; in place for a device, FIFO or ``/dev/fd/N``).
 
     NDJSON keeps NaN and ±inf as the strings "nan", "inf" and "-inf" (JSON has no such
     numbers; Polars alone would write null). CSV writes ``NaN``/``inf``; Parquet is exact.
 
     Raises:
         ValueError: an unknown format.
-        OSError: the file cannot be written (``IsADirectoryError``: ``dest`` is a folder;
-            ``FileNotFoundError``: its folder does not exist; a failure while writing,
-            such as a full disk, also from Polars); the message names ``dest``, never
-            the temp file, which is removed.
+        OSError: the file cannot be written, see :func:`write_output`.
     """
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
     if isinstance(dest, (str, os.PathLike)):
-        path = os.fspath(dest)
-        folder = os.path.dirname(os.path.abspath(path))
-        tmp = os.path.join(folder, f".{os.path.basename(path)}.{secrets.token_hex(4)}.tmp")
-        if not os.path.isdir(folder):  # name the user's path, not our temp file
-            raise FileNotFoundError(f"the folder {folder} does not exist")
-        if os.path.isdir(path):
-            raise IsADirectoryError(f"{path} is a folder; name a file to write")
-        try:
-            with open(tmp, "xb") as f:
-                _write(df, f, fmt, metadata)
-            os.replace(tmp, path)
-        except BaseException as err:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            if isinstance(err, (OSError, pl.exceptions.PolarsError)):
-                raise _write_error(path, err) from None
-            raise
+        write_output(dest, lambda f: _write(df, f, fmt, metadata), follow_links=follow_links)
     else:
         _write(df, dest, fmt, metadata)
+
+
+#: Paths that name an open file descriptor (``>(cmd)``, ``/dev/stdout``): written in place.
+_FD_PATH = re.compile(r"/(?:dev/(?:fd/\d+|stdin|stdout|stderr)|proc/(?:self|thread-self|\d+)/fd/\d+)")
+
+
+def write_output(path: str | os.PathLike, write: Callable[[IO[bytes]], None], *, follow_links: bool = True) -> None:
+    """Write a file at ``path`` by calling ``write`` with a binary file object, the way
+    ``cp`` treats its target.
+
+    - Nothing there, or a regular file: a temp file beside it, then a rename, so a reader
+      never sees half of it; a replaced file keeps its permission bits (and its owner
+      and group where we may set them). A hard link to the old file keeps the old text.
+    - With ``follow_links`` (the user's own ``-o PATH``), a symlink is followed: the file
+      it points to is replaced, in its own folder, and the link stays.
+      Without (files nb makes inside an output folder), a symlink or any other
+      non-folder there is replaced by a regular file and never written through.
+    - With ``follow_links``, something that exists and is neither a regular file nor a
+      folder (a character or block device, a FIFO, ``/dev/fd/N``, ``/dev/stdout``) is
+      opened and written in place, streamed; a FIFO waits for its reader.
+
+    Raises:
+        OSError: the file cannot be written (``IsADirectoryError``: ``path`` is a folder;
+            ``FileNotFoundError``: its folder does not exist; a failure while writing,
+            such as a full disk, also from Polars); the message names ``path``, never
+            the temp file, which is removed.
+    """
+    path = os.fspath(path)
+    if follow_links and _FD_PATH.fullmatch(os.path.abspath(path)):
+        return _write_in_place(path, write)
+    try:
+        st = os.stat(path) if follow_links else os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as err:
+        raise _write_error(path, err) from None
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise IsADirectoryError(f"{path} is a folder; name a file to write")
+    if st is not None and follow_links and not stat.S_ISREG(st.st_mode):
+        return _write_in_place(path, write)
+    target = os.path.realpath(path) if follow_links else path  # a dangling link: the file it names
+    folder = os.path.dirname(os.path.abspath(target))
+    if not os.path.isdir(folder):  # name the user's path, not our temp file
+        raise FileNotFoundError(f"the folder {folder} does not exist")
+    keep = st if st is not None and stat.S_ISREG(st.st_mode) else None
+    tmp = os.path.join(folder, f".{os.path.basename(target)}.{secrets.token_hex(4)}.tmp")
+    try:
+        # O_EXCL never follows a link; an existing file's copy starts private (0600).
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0),
+                     0o600 if keep is not None else 0o666)
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            if keep is not None:
+                if (keep.st_uid, keep.st_gid) != (os.geteuid(), os.getegid()):
+                    try:
+                        os.fchown(f.fileno(), keep.st_uid, keep.st_gid)
+                    except OSError:  # not root: the new file is ours, as with cp
+                        pass
+                os.fchmod(f.fileno(), stat.S_IMODE(keep.st_mode))
+        os.replace(tmp, target)
+    except BaseException as err:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if isinstance(err, (OSError, pl.exceptions.PolarsError)):
+            raise _write_error(path, err) from None
+        raise
+
+
+def _write_in_place(path: str, write: Callable[[IO[bytes]], None]) -> None:
+    """Open ``path`` (a device, FIFO, descriptor) for writing and stream into it."""
+    try:
+        with open(path, "wb") as f:
+            write(f)
+    except (OSError, pl.exceptions.PolarsError) as err:
+        raise _write_error(path, err) from None
 
 
 def _write_error(path: str, err: Exception) -> OSError:
@@ -200,6 +259,18 @@ def hive_path(outdir: str | os.PathLike, project: str, run: str, rank: int) -> s
     )
 
 
+def _refuse_linked_partitions(outdir: str | os.PathLike, folder: str) -> None:
+    """Raise FileExistsError when a partition folder between ``outdir`` and ``folder``
+    is a symlink: nb makes those folders itself and never writes through a link found
+    there (``outdir`` itself may be one)."""
+    at = os.fspath(outdir)
+    for part in os.path.relpath(folder, at).split(os.sep):
+        at = os.path.join(at, part)
+        if os.path.islink(at):
+            raise FileExistsError(f"{at} is a symlink; nb makes the partition folders of a dataset itself "
+                                  "and does not write through links found there (remove it)")
+
+
 KIND_KEY = "nb.kind"  # Parquet footer key of a dataset file: what it holds ("scalars", ...)
 
 
@@ -253,10 +324,12 @@ def export_root(
         files, rows, ranks = [], 0, []
         for (r,), part in df.partition_by("rank", as_dict=True, maintain_order=True).items() if len(df) else []:
             folder = hive_path(outdir, row["project"], row["id"], int(r))
+            _refuse_linked_partitions(outdir, folder)
             os.makedirs(folder, exist_ok=True)
             path = os.path.join(folder, "part-0.parquet")
+            # nb's own file in nb's folder: a link planted there is replaced, never followed
             write_frame(part.drop([c for c in HIVE_COLUMNS if c in part.columns]), path, "parquet",
-                        metadata={KIND_KEY: kind})
+                        metadata={KIND_KEY: kind}, follow_links=False)
             files.append(path)
             rows += len(part)
             ranks.append(int(r))
