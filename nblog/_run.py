@@ -673,21 +673,22 @@ class Run(MediaMixin):
         bind("timer", lambda *a, **k: _NO_TIMER)
 
     def _after_finish(self, name: str) -> None:
-        message = (f"nblog: run.{name}() called after run.finish() on run {self.id!r}; "
-                   "this and every later logging call of this run is ignored")
+        message = f"nblog: run.{name}() called after run.finish() on run {self.id!r}"
         if self._strict:
-            raise StrictModeError(message)
+            raise StrictModeError(f"{message}; raised (strict mode, NB_STRICT=1): nothing is logged after finish")
+        message += "; this and every later logging call of this run is ignored"
         self._disable()  # warned once: later calls are plain no-ops
         self._warn_once(("after_finish",), message)
 
     def _step_back(self, tag: str, step: int, high: int) -> None:
         """A tag logged at a step below its highest in this session: stored, warned once
         per tag (raises in strict mode). A resumed session starts its own record."""
-        message = (f"nblog: tag {tag!r} logged at step {step}, lower than its step {high} "
-                   "earlier in this session; stored, and readers show both (a restart from "
-                   "a checkpoint belongs in a new session: init(resume='auto'))")
+        message = f"nblog: tag {tag!r} logged at step {step}, lower than its step {high} earlier in this session"
+        hint = "a restart from a checkpoint belongs in a new session: init(resume='auto')"
         if self._strict:
-            raise StrictModeError(message, tag=tag)
+            raise StrictModeError(f"{message}; raised (strict mode, NB_STRICT=1), the point is not stored "
+                                  f"({hint})", tag=tag)
+        message += f"; stored, and readers show both ({hint})"
         self._warn_once(("step_back", tag), message)
 
     def __reduce__(self):
@@ -808,7 +809,8 @@ class Run(MediaMixin):
     def _reject(self, counter: str, tag: object, message: str) -> None:
         """Bad data: count it, warn once per (call site, tag); raise if strict."""
         if self._strict:
-            raise StrictModeError(f"nblog: {message} (tag {tag!r})", tag=tag)
+            raise StrictModeError(f"nblog: {message} (tag {tag!r}); raised (strict mode, NB_STRICT=1), "
+                                  "the point is not stored", tag=tag)
         if self._writer is not None:
             self._writer.dropped[counter] += 1
         else:

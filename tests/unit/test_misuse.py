@@ -191,3 +191,23 @@ def test_a_second_init_of_another_rank_leaves_the_active_run_alone(root, caplog)
     finally:
         rank1.finish()
         rank0.finish()
+
+
+def test_strict_mode_errors_say_they_raised_not_that_the_call_was_ignored(make_run):
+    """Under NB_STRICT=1 nothing is "ignored" or "skipped": the text says it raised."""
+    run = make_run(strict=True)
+    run.add_scalar("loss", 1.0, step=10)
+    texts = []
+    for call in (lambda: run.add_scalar("loss", 2.0, step=9),  # a step going back
+                 lambda: run.add_scalar("loss", "high", step=11),  # bad value
+                 lambda: run.add_scalar("", 1.0, step=11)):  # bad tag
+        with pytest.raises(nb.StrictModeError) as info:
+            call()
+        texts.append(str(info.value))
+    run.finish()
+    with pytest.raises(nb.StrictModeError) as info:
+        run.add_scalar("loss", 1.0, step=12)
+    texts.append(str(info.value))
+    for text in texts:
+        assert "raised (strict mode" in text, text
+        assert not any(w in text for w in ("ignored", "skipped", "stored, and")), text
