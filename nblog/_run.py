@@ -711,9 +711,11 @@ class Run(MediaMixin):
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is not None and not (issubclass(exc_type, SystemExit) and getattr(exc, "code", None) in (0, None)):
+        clean_exit = exc_type is not None and issubclass(exc_type, SystemExit) and getattr(exc, "code", None) in (0, None)
+        if exc_type is not None and not clean_exit:
             self._log_failure(exc_type, exc, tb)
-        self.finish("failed" if exc_type is not None and not issubclass(exc_type, KeyboardInterrupt) else "finished")
+        failed = exc_type is not None and not clean_exit and not issubclass(exc_type, KeyboardInterrupt)
+        self.finish("failed" if failed else "finished")  # sys.exit(0) inside the block: finished
 
     def __repr__(self) -> str:
         return f"<nblog.Run id={self.id!r} rank={self.rank} session={self.session} dir={self.dir!r}>"
