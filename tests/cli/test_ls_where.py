@@ -347,3 +347,22 @@ def test_a_usage_error_on_the_fast_path_reads_each_log_once(sweep, monkeypatch, 
     assert exit_.value.code == 2
     assert "unknown key 'optim.lrr'" in capsys.readouterr().err
     assert len(seen) == len(set(seen)) == N_RUNS
+
+
+def test_values_from_data_are_escaped(cli, tmp_path):
+    """Names, config values and keys from the runs never reach the terminal as controls
+    or Rich markup, piped or on a terminal."""
+    root = tmp_path / "runs"
+    evil = "[bold red]x[/] \x1b[2J\u202e"
+    specs = [{"id": "e1", "name": "[blink]n[b]", "config": {"note": evil, "k": {"[b]": 1}}, "loss": [1.0]}]
+    subprocess.run([sys.executable, str(SWEEP), json.dumps({"project": "p", "runs": specs})],
+                   env=clean_env(NB_DIR=str(root)), check=True, timeout=120)
+    for env in ({}, {"FORCE_COLOR": "1", "COLUMNS": "200"}):
+        result = cli("ls", "--root", str(root), "--where", "note is not null", "-c", "name,note,k,train/loss", env=env)
+        assert result.exit_code == 0, result.stderr
+        out = result.stdout
+        assert "\x1b[2J" not in out and "\u202e" not in out
+        assert "\\x1b[2J" in out and "\\u202e" in out and "[bold red]x[/]" in out and "[blink]n[b]" in out
+        assert '{"[b]":1}' in out
+        group = cli("ls", "--root", str(root), "--group", "note", "-c", "name", env=env)
+        assert "\x1b[2J" not in group.stdout and "\\x1b[2J" in group.stdout and "[blink]n[b]" in group.stdout
