@@ -10,7 +10,7 @@ _SLUG_BAD = re.compile(r"[^a-z0-9._-]+")
 def check_name(value: object, what: str) -> str:
     """Return ``value`` if it is safe as one path component, else raise ``ValueError``.
 
-    Refused: non-strings, the empty string, ``.``, anything containing ``..``, ``/`` and ``\\``, NUL and
+    Refused: non-strings, the empty string and whitespace-only ones, ``.``, anything containing ``..``, ``/`` and ``\\``, NUL and
     other control characters (C0, DEL, C1), lone surrogates (no UTF-8 form, so no file name)
     and names over 200 bytes of UTF-8. ``what`` names the argument in the message.
     """
@@ -18,6 +18,8 @@ def check_name(value: object, what: str) -> str:
         raise ValueError(f"{what} must be a string, got {type(value).__name__}")
     if value == "":
         raise ValueError(f"{what} must not be empty")
+    if not value.strip():
+        raise ValueError(f"{what} {value!r} must not be blank (whitespace only)")
     if value == "." or ".." in value:
         raise ValueError(f"{what} {value!r} must not be '.' or contain '..'")
     if "/" in value or "\\" in value:

@@ -23,7 +23,7 @@ def run_json(run):
 BAD_NAMES = [
     (arg, bad)
     for arg in ("project", "run_name", "run_id")
-    for bad in ("..", "a/b", "a\\b", "a\0b", "", "\x1b")
+    for bad in ("..", "a/b", "a\\b", "a\0b", "", "\x1b", " ", "   ", "\u00a0\u3000")  # blank: whitespace only
     if not (arg == "run_id" and bad == "")  # means "no run id": test_empty_run_id_means_none
 ]
 

@@ -11,6 +11,9 @@ from nblog._names import check_name, slug
     "bad",
     [
         "",
+        " ",
+        "   ",
+        "\u00a0\u3000",  # no-break and ideographic spaces: blank too
         ".",
         "..",
         "../x",
