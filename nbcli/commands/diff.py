@@ -54,8 +54,8 @@ def _mark(differs: bool) -> object:
 def diff(
     runs: Annotated[
         list[str],
-        typer.Argument(metavar="RUN_A RUN_B [RUN_C...]", show_default=False,
-                       help="Runs to compare (ids, unique prefixes, PROJECT/RUN_ID or paths); the first is the base."),
+        typer.Argument(metavar="RUN", show_default=False,
+                       help="Two or more runs (ids, unique prefixes, PROJECT/RUN_ID or paths); the first is the base."),
     ],
     exit_code: Annotated[
         bool, typer.Option("--exit-code", help="Exit 1 when the runs differ (as git diff --exit-code), 0 when not."),
@@ -73,7 +73,7 @@ def diff(
     shown but not counted). * marks what differs.
     """
     if len(runs) < 2:
-        raise typer.BadParameter("give at least two runs", param_hint="RUN_A RUN_B")
+        raise typer.BadParameter("give at least two runs", param_hint="RUN")
     from nblog._diff import diff_runs
 
     info = diff_runs(runs, root)
