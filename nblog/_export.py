@@ -259,15 +259,18 @@ def hive_path(outdir: str | os.PathLike, project: str, run: str, rank: int) -> s
     )
 
 
-def _refuse_linked_partitions(outdir: str | os.PathLike, folder: str) -> None:
-    """Raise FileExistsError when a partition folder between ``outdir`` and ``folder``
-    is a symlink: nb makes those folders itself and never writes through a link found
-    there (``outdir`` itself may be one)."""
+def refuse_linked_folders(outdir: str | os.PathLike, folder: str) -> None:
+    """Check the folders nb makes inside an output folder before writing there.
+
+    Raises:
+        FileExistsError: a folder between ``outdir`` (which itself may be a symlink) and
+            ``folder`` is a symlink: nb never writes through a link found there.
+    """
     at = os.fspath(outdir)
     for part in os.path.relpath(folder, at).split(os.sep):
         at = os.path.join(at, part)
         if os.path.islink(at):
-            raise FileExistsError(f"{at} is a symlink; nb makes the partition folders of a dataset itself "
+            raise FileExistsError(f"{at} is a symlink; nb makes the folders inside {os.fspath(outdir)} itself "
                                   "and does not write through links found there (remove it)")
 
 
@@ -324,7 +327,7 @@ def export_root(
         files, rows, ranks = [], 0, []
         for (r,), part in df.partition_by("rank", as_dict=True, maintain_order=True).items() if len(df) else []:
             folder = hive_path(outdir, row["project"], row["id"], int(r))
-            _refuse_linked_partitions(outdir, folder)
+            refuse_linked_folders(outdir, folder)
             os.makedirs(folder, exist_ok=True)
             path = os.path.join(folder, "part-0.parquet")
             # nb's own file in nb's folder: a link planted there is replaced, never followed

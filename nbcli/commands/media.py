@@ -73,7 +73,8 @@ def media(
     Files are DIR/TAG/step_NNNNNN.EXT, one folder per '/' group of the tag: PNG or JPEG
     images as they were stored, WAV audio (16-bit PCM), histograms as CSV with columns
     bin_left, bin_right, count, then the record's num, min, max, sum, sum_squares, nan,
-    pos_inf, neg_inf on every row. Existing files of the same name are replaced. The
+    pos_inf, neg_inf on every row. Existing files of the same name are replaced (written
+    to a temp file and renamed: a symlink found in DIR is replaced, never followed). The
     paths written go to stdout (with --json: one object per file); a blob that fails
     its checksum is reported, skipped, and makes the exit code 1.
     """
@@ -133,6 +134,7 @@ def _write(reader, df, output: str, as_json: bool) -> None:
     import polars as pl
 
     from nblog import NbError
+    from nblog._export import refuse_linked_folders, write_output
     from nblog._media_encode import decode_histogram
 
     width = max(6, len(str(df["step"].max())))
@@ -154,17 +156,18 @@ def _write(reader, df, output: str, as_json: bool) -> None:
             n += 1
             path = f"{base}_{n}{ext}"
         used.add(path)
+        refuse_linked_folders(output, folder)
         os.makedirs(folder, exist_ok=True)
         if row["format"] == "histogram":
             edges, counts = decode_histogram(blob)
             meta = json.loads(row["meta"])
-            frame = pl.DataFrame({"bin_left": edges[:-1], "bin_right": edges[1:], "count": counts})
-            frame.with_columns(
+            frame = pl.DataFrame({"bin_left": edges[:-1], "bin_right": edges[1:], "count": counts}).with_columns(
                 [pl.lit(meta.get(k), dtype=pl.Float64 if k in _FLOAT_STATS else pl.Int64).alias(k) for k in _STATS]
-            ).write_csv(path)
+            )
+            write_output(path, frame.write_csv, follow_links=False)
         else:
-            with open(path, "wb") as f:
-                f.write(blob)
+            # temp file + rename: a symlink planted in DIR is replaced, never written through
+            write_output(path, lambda f, blob=blob: f.write(blob), follow_links=False)
         written.append({"path": path, "tag": row["tag"], "step": row["step"], "rank": row["rank"],
                         "session": row["session"], "kind": row["kind"], "format": row["format"],
                         "caption": row["caption"], "wall_time": row["wall_time"]})

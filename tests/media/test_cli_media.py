@@ -187,3 +187,31 @@ def test_show_notes_a_live_sessions_unseen_media_instead_of_warning(cli, tmp_pat
     finally:
         run.finish()
     assert "past the end of their pack" in cli("show", run.dir).stderr
+
+
+def test_a_symlink_planted_in_the_output_folder_is_replaced_never_written_through(cli, logged, tmp_path):
+    out = tmp_path / "out"
+    victims = {}
+    for rel in ("val/pred/step_000010.png", "grad/w/step_000010.csv"):  # a blob and a histogram CSV
+        victim = tmp_path / f"victim-{len(victims)}.txt"
+        victim.write_text("keep me")
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        (out / rel).symlink_to(victim)
+        victims[rel] = victim
+    result = cli("media", logged.dir, "-o", str(out))
+    assert result.exit_code == 0, result.stderr
+    for rel, victim in victims.items():
+        assert victim.read_text() == "keep me"
+        assert not (out / rel).is_symlink() and (out / rel).is_file()
+    assert np.asarray(Image.open(out / "val/pred/step_000010.png")).max() == 10
+
+
+def test_a_symlinked_folder_in_the_output_folder_is_refused(cli, logged, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (out / "val").symlink_to(elsewhere)
+    result = cli("media", logged.dir, "-o", str(out), "--tag", "val/*")
+    assert result.exit_code == 1 and "is a symlink" in result.stderr and "Traceback" not in result.stderr
+    assert list(elsewhere.iterdir()) == []
