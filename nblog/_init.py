@@ -136,7 +136,8 @@ def init(
         one helper process (``python -I -S``) and one thread per capturing process.
 
     Raises:
-        ValueError: a bad name, argument or launcher variable.
+        ValueError: a bad name, argument or launcher variable; resume="must" on rank 0
+            without a run id (no ``run_id``, ``$NB_RUN_ID`` or shared job id).
         FileExistsError: rank 0, explicit run id exists and resume is None.
         FileNotFoundError: rank 0, resume="must" and the run does not exist.
         OSError: rank 0 cannot create the run folder or write ``run.json`` of a new
@@ -183,6 +184,11 @@ def init(
     elif job_id is not None:
         rid, how = derive_run_id(project, run_name, job_id), "derived"
     elif ranks.rank == 0:
+        if settings.resume == "must":  # a random id never names a run to continue
+            raise ValueError(
+                "nblog: resume='must' needs the id of the run to continue: pass run_id=, set "
+                "NB_RUN_ID, or run under a launcher with a shared job id (Slurm, torchrun --rdzv-id)"
+            )
         rid, how = random_run_id(run_name), "random"
     else:
         if ranks.local_rank == 0 and settings.system:
@@ -356,8 +362,9 @@ def _open_rank0(project, name, rid, how, job_id, job_source, project_dir, ranks,
         exists = os.path.isdir(run_dir)
         if not exists:
             if settings.resume == "must":
+                derived = f" (derived from the job id {job_id!r}, {job_source})" if how == "derived" else ""
                 raise FileNotFoundError(
-                    f"nblog: resume='must' but run {rid!r} does not exist in {project_dir}"
+                    f"nblog: resume='must' but run {rid!r}{derived} does not exist in {project_dir}"
                 )
             try:
                 os.mkdir(run_dir)

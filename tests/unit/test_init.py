@@ -155,6 +155,28 @@ def test_resume_must_on_a_missing_run_raises(root):
     assert not (root / "p" / "gone-00000000").exists()
 
 
+def test_resume_must_without_a_run_id_says_it_needs_one(root):
+    """No run_id, NB_RUN_ID or shared job id: the id would be a random one init made
+    up, so "run 'run-1a2b3c4d' does not exist" would be a riddle."""
+    with pytest.raises(ValueError) as info:
+        nb.init("p", root=root, resume="must", _environ={}, system=False)
+    text = str(info.value)
+    assert "resume='must' needs" in text and "run_id=" in text and "NB_RUN_ID" in text, text
+    assert "does not exist" not in text
+    assert not root.exists()
+
+
+def test_resume_must_with_a_derived_run_id_is_legitimate(make_run, root):
+    env = {"SLURM_JOB_ID": "4242"}
+    with pytest.raises(FileNotFoundError) as info:  # nothing of that job yet
+        make_run(env=env, resume="must")
+    assert "derived from the job id '4242'" in str(info.value), info.value
+    first = make_run(env=env, resume="auto")
+    first.finish()
+    again = make_run(env=env, resume="must")
+    assert (again.id, again.session) == (first.id, 1)
+
+
 def test_resume_must_on_an_existing_run_continues(make_run):
     make_run(run_id="r-0000000b").finish()
     run = make_run(run_id="r-0000000b", resume="must")
