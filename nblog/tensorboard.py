@@ -257,9 +257,14 @@ def export_tfevents(run: str | os.PathLike, out_dir: str | os.PathLike, *,
         ImportError: tensorboard is not installed.
         OSError: ``out_dir`` cannot be written.
     """
-    from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, tensor_shape_pb2
-    from tensorboard.plugins.text import metadata as text_metadata
-    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+    try:
+        from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, tensor_shape_pb2
+        from tensorboard.plugins.text import metadata as text_metadata
+        from tensorboard.summary.writer.event_file_writer import EventFileWriter
+    except ImportError as err:
+        from .integrations import missing_extra
+
+        raise missing_extra("tensorboard", "tensorboard", err) from err
 
     from ._reader import RunReader
 

@@ -19,7 +19,12 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from accelerate.tracking import GeneralTracker
+from . import missing_extra
+
+try:
+    from accelerate.tracking import GeneralTracker
+except ImportError as err:
+    raise missing_extra("accelerate", "accelerate", err) from err
 
 from .._init import init
 from .._run import Run

@@ -28,12 +28,17 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from . import missing_extra
+
 try:
     from lightning.pytorch.loggers import Logger as _Logger
     from lightning.pytorch.utilities import rank_zero_only as _rank_zero_only
 except ImportError:  # the older package name
-    from pytorch_lightning.loggers import Logger as _Logger  # type: ignore[no-redef]
-    from pytorch_lightning.utilities import rank_zero_only as _rank_zero_only  # type: ignore[no-redef]
+    try:
+        from pytorch_lightning.loggers import Logger as _Logger  # type: ignore[no-redef]
+        from pytorch_lightning.utilities import rank_zero_only as _rank_zero_only  # type: ignore[no-redef]
+    except ImportError as err:
+        raise missing_extra("Lightning (lightning or pytorch_lightning)", "lightning", err) from err
 
 from .. import _log as log
 from .._init import init

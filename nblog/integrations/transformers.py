@@ -18,7 +18,12 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from transformers import TrainerCallback
+from . import missing_extra
+
+try:
+    from transformers import TrainerCallback
+except ImportError as err:
+    raise missing_extra("transformers", "transformers", err) from err
 
 from .._init import init
 from .._run import Run

@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 HEAVY = ["polars", "numpy", "textual", "typer", "rich", "torch", "PIL", "psutil", "pynvml", "pyarrow"]
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -41,3 +43,44 @@ run.finish()
 """
     assert loaded_after(code, tmp_path) == []
 
+
+
+HIDE = """
+import sys
+HIDDEN = {hidden!r}
+
+class Hide:  # as if these packages were not installed
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in HIDDEN:
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+        return None
+
+sys.meta_path.insert(0, Hide())
+try:
+    {statement}
+except ImportError as err:
+    print(type(err).__name__, "|", err)
+else:
+    print("IMPORTED")
+"""
+
+
+
+@pytest.mark.parametrize(
+    ("statement", "hidden", "extra"),
+    [
+        ("from nblog.integrations.lightning import NbLogger", ["lightning", "pytorch_lightning"], "lightning"),
+        ("from nblog.integrations.transformers import NbCallback", ["transformers"], "transformers"),
+        ("from nblog.integrations.accelerate import NbTracker", ["accelerate"], "accelerate"),
+        ("from nblog.tensorboard import export_tfevents; export_tfevents('x', 'out')", ["tensorboard"],
+         "tensorboard"),
+    ],
+)
+def test_a_framework_door_without_its_extra_names_the_pip_install(tmp_path, statement, hidden, extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NB_", "RANK", "SLURM_", "OMPI_"))}
+    env["PYTHONPATH"] = REPO
+    out = subprocess.run([sys.executable, "-c", HIDE.format(hidden=hidden, statement=statement)], cwd=tmp_path,
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    line = out.stdout.strip().splitlines()[-1]
+    assert line.startswith("ImportError |") and f'pip install "nblog[{extra}]"' in line, line
