@@ -478,6 +478,18 @@ def _why_unwritable(path: str) -> str:
     return "permission denied: check its owner, mode and attributes"
 
 
+def _highest_step(run: Run) -> int | None:
+    """The highest step this session logged (None: none yet), for run.json's
+    ``last_step``: not the step logged last (steps 10 then 3 leave 10). Read at
+    progress updates and at the end, never per point: the logging calls already keep
+    each tag's highest step (``run._hi``)."""
+    step = run._step
+    high = max(run._hi, default=-1)
+    if step is None:
+        return high if high >= 0 else None
+    return step if step > high else high
+
+
 def _make_run(project, name, rid, run_dir, ranks: RankInfo, runfile: RunFile | None, config,
               settings: Settings, host, env, job_id, job_source, session: int | None = None,
               step_start: int | None = None) -> Run:
@@ -511,11 +523,11 @@ def _make_run(project, name, rid, run_dir, ranks: RankInfo, runfile: RunFile | N
             written = [None, 0]  # the last step and summary change in run.json: rewritten when they move
 
             def on_first(step: int, _s=run.session) -> None:
-                written[0] = last = run._step if run._step is not None else step
+                written[0] = last = max(step, _highest_step(run) or 0)
                 runfile.update_session(_s, first_step=step, last_step=last, updated=time.time())
 
             def on_progress(_s=run.session) -> bool:
-                step = run._step
+                step = _highest_step(run)
                 writer = holder[0]
                 changes = writer.summary_changes if writer is not None else written[1]
                 if (step is None or step == written[0]) and changes == written[1]:
@@ -556,7 +568,7 @@ def _make_run(project, name, rid, run_dir, ranks: RankInfo, runfile: RunFile | N
             try:
                 writer = run._writer
                 runfile.update_session(
-                    _s, status=status, end=time.time(), end_reason=reason, last_step=run._step,
+                    _s, status=status, end=time.time(), end_reason=reason, last_step=_highest_step(run),
                     **({"summary": writer.summary()} if writer is not None and writer.summary_changes else {}),
                     duration_s=round((time.monotonic_ns() - run._t0) / 1e9, 3),
                     **({"failure": run._failure} if run._failure is not None else {}),

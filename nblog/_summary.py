@@ -242,6 +242,9 @@ def overview(reader: RunReader, tags: str | Iterable[str] | None = None) -> dict
             for k in ("skipped_bytes", "pending_bytes", "unknown_frames"):
                 problems[k] += s[k] or 0
     sessions = []
+    # rank 0's event logs know a session's steps past run.json's last progress update
+    # (every few seconds: a kill -9 loses the last one)
+    logged = {f["session"]: f["last_step"] for f in files if f["rank"] == 0 and f["last_step"] is not None}
     for s in meta.get("sessions") or []:
         if not isinstance(s, dict):
             continue
@@ -256,7 +259,7 @@ def overview(reader: RunReader, tags: str | Iterable[str] | None = None) -> dict
                 "pid": s.get("pid"),
                 "world_size": s.get("world_size"),
                 "first_step": s.get("first_step"),
-                "last_step": s.get("last_step"),
+                "last_step": _higher(s.get("last_step"), logged.get(n)),
                 "hidden_points": hidden_by_session.get(n, 0),
                 "restart_counts": s.get("restart_counts") or {},
                 # the run keeps its first config; a session started with another one has it here
@@ -281,6 +284,8 @@ def overview(reader: RunReader, tags: str | Iterable[str] | None = None) -> dict
     if run.get("last_step") is None:  # run.json has none yet (a run killed early): the event logs do
         steps = [f["last_step"] for f in files if f["last_step"] is not None]
         run["last_step"] = max(steps) if steps else None
+    elif sessions:  # as the Sessions table says for the last session
+        run["last_step"] = _higher(run["last_step"], sessions[-1]["last_step"])
     return {
         "run": run,
         "meta": {k: meta.get(k) for k in keys},
@@ -295,6 +300,13 @@ def overview(reader: RunReader, tags: str | Iterable[str] | None = None) -> dict
                                                      "media_missing", "media_not_visible")},
         **incidents(reader, files, run["status"]),
     }
+
+
+def _higher(a: object, b: object) -> object:
+    """The higher of two steps where both are ints, else whichever is one (``a`` first)."""
+    if a.__class__ is int and b.__class__ is int:
+        return a if a >= b else b
+    return a if a.__class__ is int else (b if b.__class__ is int else a)
 
 
 def media_pack(reader: RunReader, rank: int) -> dict | None:

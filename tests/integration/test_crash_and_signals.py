@@ -203,3 +203,33 @@ def test_interpreter_exit_without_finish_flushes_and_finishes(tmp_path):
     assert r.scalars()["step"].to_list() == list(range(N))
     meta = json.loads((root / "exit" / "x-00000000" / "run.json").read_text())
     assert meta["status"] == "finished"
+
+
+def test_after_kill_9_nb_show_takes_the_last_step_from_the_event_log(tmp_path):
+    """run.json's last_step is a progress update every few seconds, which a kill -9
+    can leave far behind; nb show reads the event logs anyway, so its Sessions table
+    and run row say the log's last step, as its event-log table does."""
+    from nblog._summary import overview
+
+    root = tmp_path / "runs"
+    proc = start_code(child("""
+        # no periodic drain (so no progress update) before the kill: flush() drains
+        run = nb.init("crash", run_id="k9-laststep", system=False, flush_interval=60)
+        run.add_scalar("x", 0.0, step=0)
+        run.flush()  # the first step's record in run.json
+        for step in range(1, 728):
+            run.add_scalar("x", float(step), step=step)
+        run.flush()
+        print("LOGGED", flush=True)
+        import time
+        time.sleep(120)
+    """), base_env(NB_DIR=str(root), NB_PROGRESS_S="3600"), tmp_path)
+    assert read_line(proc) == "LOGGED", wait(proc, expect_rc=None)
+    proc.send_signal(signal.SIGKILL)
+    wait(proc, expect_rc=None)
+    meta = json.loads((root / "crash" / "k9-laststep" / "run.json").read_text())
+    assert meta["sessions"][0]["last_step"] == 0  # the first step's record only
+    o = overview(reader(root, "k9-laststep"))
+    assert o["files"][0]["last_step"] == 727
+    assert o["sessions"][0]["last_step"] == 727
+    assert o["run"]["last_step"] == 727

@@ -109,3 +109,20 @@ def test_run_json_follows_the_step_and_is_not_rewritten_while_it_stands_still(ro
 def test_a_bad_nb_progress_s_is_refused_naming_it(root, bad):
     with pytest.raises(ValueError, match="NB_PROGRESS_S"):
         nb.init("p", root=root, system=False, _environ={"NB_PROGRESS_S": bad})
+
+
+def test_last_step_is_the_highest_step_logged_not_the_last_one(root):
+    """Steps 0, 10, 3, 2: the session's last_step is 10 (as the tag table and a
+    resume say), while running (progress updates) and at the end."""
+    env = {"NB_PROGRESS_S": "0.05"}
+    run = nb.init("p", root=root, system=False, flush_interval=0.02, _environ=env)
+    try:
+        run.add_scalar("loss", 1.0, step=0)
+        until(lambda: session_entry(run)["last_step"] == 0, "last_step 0")
+        for step in (10, 3, 2):
+            run.add_scalar("loss", 1.0, step=step)
+        run.add_text("note", "late", step=1)
+        until(lambda: session_entry(run)["last_step"] == 10, "last_step 10 while running")
+    finally:
+        run.finish()
+    assert session_entry(run)["last_step"] == 10
