@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Mapping
 from stat import S_ISREG
+from struct import error as struct_error
 
 from ._writer import create_exclusive
 
@@ -286,9 +287,13 @@ def read_run_json_retrying(run_dir: str, delays: tuple[float, ...] = RETRY_DELAY
 
 
 def sessions_from_logs(run_dir: str) -> list[dict]:
-    """Session entries of run.json rebuilt from the headers of rank 0's event logs
-    (start, host, pid, world size, restart counts; marked ``"rebuilt": true``), in
-    session order. Reads at most 64 KiB of each log."""
+    """Session entries of run.json rebuilt from rank 0's event logs, in session order,
+    marked ``"rebuilt": true``: start, host, pid, world size and restart counts from
+    the header; first_step and last_step from the records (None: none); end (unix
+    seconds), end_reason and duration_s from the END record (None: the session never
+    ended, as after a kill -9); ``"config_unknown": true`` since headers hold no config
+    (the session may have been started with a changed one). Reads the log's first
+    256 KiB and last 2 MiB at most (:mod:`nblog._resume_step`'s scan)."""
     from ._logfile import read_header
 
     try:
@@ -308,8 +313,66 @@ def sessions_from_logs(run_dir: str) -> list[dict]:
                          ("world_size", "world_size"), ("restart_counts", "restart_counts")):
             if src in head:
                 entry[key] = head[src]
+        entry.update(_log_record_summary(os.path.join(run_dir, event_file_name(0, session))))
+        entry["config_unknown"] = True
         out.append(entry)
     return sorted(out, key=lambda e: e["session"])
+
+
+def _log_record_summary(path: str) -> dict:
+    """first_step, last_step, end, end_reason and duration_s of an event log, from
+    its first 256 KiB (first step) and last 2 MiB (last step, END record); standard
+    library only. Never raises: an unreadable log gives Nones."""
+    from . import _format as F
+    from ._resume_step import _HEAD, _TAIL, _frames, log_last_step
+
+    out: dict = {"first_step": None, "last_step": log_last_step(path), "end": None, "end_reason": None}
+    try:
+        with open_regular(path) as f:
+            size = os.fstat(f.fileno()).st_size
+            head = f.read(min(size, _HEAD))
+            f.seek(max(0, size - _TAIL))
+            tail = f.read(_TAIL) if size > _HEAD else head
+    except OSError:
+        return out
+    if len(head) < F.FILE_HEADER.size or head[:4] != F.FILE_MAGIC:
+        return out
+    system: set[int] = set()
+    for kind, payload in _frames(head, F.FILE_HEADER.size):
+        try:
+            if kind == F.FRAME_TAGS:
+                system.update(t for t, k, _ in F.decode_tag_defs(bytes(payload)) if k == F.KIND_SYSTEM)
+            elif kind == F.FRAME_POINTS:
+                step = next((st for st, _v, t, _ms in F.POINT.iter_unpack(payload) if t not in system), None)
+            elif kind in (F.FRAME_TEXT, F.FRAME_MEDIA):
+                items = F.decode_texts(bytes(payload)) if kind == F.FRAME_TEXT else F.decode_media(bytes(payload))
+                step = items[0][0] if items else None
+            else:
+                continue
+        except (ValueError, UnicodeDecodeError, struct_error):
+            continue
+        if kind != F.FRAME_TAGS and step is not None:
+            out["first_step"] = step
+            break
+    end = None
+    for kind, payload in _frames(tail, 0 if tail is not head else F.FILE_HEADER.size):
+        if kind == F.FRAME_END:
+            end = payload
+    if end is not None:
+        try:
+            obj = json.loads(bytes(end).decode("utf-8"))
+        except (ValueError, RecursionError):
+            obj = None
+        if isinstance(obj, dict):
+            wall, reason, ms = obj.get("wall"), obj.get("reason"), obj.get("ms")
+            if isinstance(wall, (int, float)) and not isinstance(wall, bool):
+                out["end"] = wall
+            out["end_reason"] = reason if isinstance(reason, str) else None
+            if isinstance(obj.get("status"), str):
+                out["end_status"] = obj["status"]
+            if isinstance(ms, int) and not isinstance(ms, bool) and ms >= 0:
+                out["duration_s"] = round(ms / 1000.0, 3)
+    return out
 
 
 def _session_numbers(sessions: list) -> set:

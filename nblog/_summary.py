@@ -193,6 +193,7 @@ def overview(reader: RunReader, tags: str | Iterable[str] | None = None) -> dict
     nblog_version, format_version), config (the first session's), sessions (from
     ``run.json``, each with hidden_points: points hidden by later sessions, all ranks;
     config: the session's own config when it was started with another one, else None;
+    config_unknown: True for a session rebuilt from its event log, whose config is lost;
     config_changes: :func:`config_changes` against the run's config), files (one per event
     log: rank, session, file, size_bytes, host, pid, wall_start, duration_s, first_step,
     last_step, points, hidden_points, closed, end_status, dropped, skipped_bytes,
@@ -264,6 +265,8 @@ def overview(reader: RunReader, tags: str | Iterable[str] | None = None) -> dict
                 "restart_counts": s.get("restart_counts") or {},
                 # the run keeps its first config; a session started with another one has it here
                 "config": s.get("config") if isinstance(s.get("config"), dict) else None,
+                # rebuilt from an event log after run.json was lost: its config is not known
+                "config_unknown": s.get("config_unknown") is True,
                 "config_changes": config_changes(reader.config, s.get("config")),
             }
         )

@@ -106,3 +106,46 @@ def test_resume_must_on_a_missing_run_fails_and_creates_nothing(tmp_path):
     done = wait(start_rank(spec(root, (0, 3)), env, tmp_path), expect_rc=1)
     assert "FileNotFoundError" in done.err and "missing-00000002" in done.err
     assert not (root / PROJECT / "missing-00000002").exists()
+
+
+THREE = """
+import nblog as nb
+run = nb.init("p", run_id="garb-00000000", resume="auto", system=False, config={"lr": 0.1})
+for _ in range(10):
+    run.add_scalar("loss", 1.0)
+run.finish()
+print("SESSION", run.session, flush=True)
+"""
+
+
+def test_a_garbage_run_json_keeps_each_sessions_end_and_steps_from_its_log(tmp_path):
+    """Sessions 0, 1, 2 of one id, run.json overwritten with garbage before the third:
+    run.json.bak (written by the second) lacks session 1, which is rebuilt from its
+    event log, with its end, reason, duration and steps 10-19, not only its header;
+    its config is marked unknown (headers hold none)."""
+    from _nbproc import start_code
+
+    root = tmp_path / "runs"
+    env = base_env(NB_DIR=str(root))
+    run_dir = root / "p" / "garb-00000000"
+    outs = []
+    for i in range(3):
+        if i == 2:
+            (run_dir / "run.json").write_text('{"garbage')
+        done = wait(start_code(THREE, env, tmp_path))
+        assert f"SESSION {i}" in done.out, done.err
+        outs.append(done)
+    assert "unreadable" in outs[2].err  # the warning that history came from copies and logs
+    sessions = json.loads((run_dir / "run.json").read_text())["sessions"]
+    assert [s["session"] for s in sessions] == [0, 1, 2]
+    s1 = sessions[1]
+    assert s1["rebuilt"] is True and s1["config_unknown"] is True
+    assert (s1["first_step"], s1["last_step"]) == (10, 19)
+    assert isinstance(s1["end"], float) and s1["end"] >= s1["start"]
+    assert s1["end_reason"] is None and s1["end_status"] == "finished" and s1["duration_s"] >= 0
+    assert (sessions[2]["first_step"], sessions[2]["last_step"]) == (20, 29)
+    from nblog._summary import overview
+
+    shown = overview(nb.RunReader(str(run_dir)))["sessions"]
+    assert [s["config_unknown"] for s in shown] == [False, True, False]
+    assert shown[1]["end"] == s1["end"] and shown[1]["last_step"] == 19
