@@ -10,14 +10,15 @@ Memory is bounded by a window of the file, not by the file: each session file is
 in windows of :data:`_WINDOW` bytes (a larger one only for a frame that does not fit),
 and ``poll(last=N)`` keeps at most N records of each kind from one window to the next,
 decoding only the last N into events, so ``nb tail -n 5`` of a gigabyte log holds a
-few MiB, never the log.
+few MiB, never the log. :meth:`Follower.stream` with a large N reads the logs twice
+(count, then yield the last N as they are read), so even ``nb tail -n 100000000``
+holds a window, not N events.
 
 Imports numpy (``import nblog`` does not import this module).
 """
 
 from __future__ import annotations
 
-import math
 import os
 import time
 from collections import deque
@@ -35,6 +36,8 @@ from ._runfile import open_regular, parse_event_file_name
 from ._select import tag_matcher
 
 _WINDOW = 4 << 20  # bytes of a file read (and held) per LogFile poll
+#: ``Follower.stream(last)`` above this reads the logs twice instead of keeping ``last`` records.
+_STREAM_ABOVE = 10_000
 
 #: Every kind of event; ``nb tail`` shows all but "system" unless asked.
 KINDS = ("scalar", "timer", "text", "media", "system")
@@ -76,13 +79,7 @@ class Event:
         }
 
 
-def json_number(value: float | None) -> float | str | None:
-    """``value`` itself when finite (or None), else ``"nan"``, ``"inf"`` or ``"-inf"``."""
-    if value is None or math.isfinite(value):
-        return value
-    if math.isnan(value):
-        return "nan"
-    return "inf" if value > 0 else "-inf"
+json_number = F.json_number  # one rule for non-finite numbers in JSON (nblog._format)
 
 
 class _WindowedLog(LogFile):
@@ -172,6 +169,10 @@ class _Picked:
     def add_media(self, items: Iterable[tuple]) -> None:
         self.media.extend(items)
 
+    def count(self) -> int:
+        """How many records are kept (points, texts and media)."""
+        return len(self.points()) + len(self.texts) + len(self.media)
+
     def points(self) -> np.ndarray:
         """The points kept, the last ``last`` of them."""
         if not self._points:
@@ -180,6 +181,24 @@ class _Picked:
         if self.last is not None:
             rows = rows[max(0, len(rows) - self.last) :]
         return rows
+
+
+class _Counter:
+    """Counts the records :meth:`Follower._pick` would keep, keeping none."""
+
+    last = None
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def add_points(self, rows: np.ndarray) -> None:
+        self.n += len(rows)
+
+    def add_texts(self, items: Iterable[tuple]) -> None:
+        self.n += sum(1 for _ in items)
+
+    def add_media(self, items: Iterable[tuple]) -> None:
+        self.n += sum(1 for _ in items)
 
 
 class _Session:
@@ -273,6 +292,68 @@ class Follower:
                 keep.extend(self._events(sess, picked))
         return list(keep)
 
+    def stream(self, last: int | None = None) -> Iterator[Event]:
+        """Like :meth:`poll`, but yields the events one by one, building each only
+        when it is asked for: ``nb tail -n N`` of any N.
+
+        For a large ``last`` (more than :data:`_STREAM_ABOVE`) on a first poll, the
+        logs are read twice, window by window: once counting the records shown, once
+        yielding the last ``last`` of them, so memory is bounded by a read window,
+        never by ``last`` nor by the log; records are then ordered by the time they
+        were logged within each window. Otherwise it is :meth:`poll`.
+
+        Raises:
+            FormatVersionError: a file of a newer format version.
+        """
+        if last is None or last <= _STREAM_ABOVE:
+            yield from self.poll(last)
+            return
+        if self.resolve() is None:
+            return
+        self._discover()
+        order = sorted(self._sessions)
+        if any(self._sessions[s].file.offset or self._sessions[s].file.version is not None for s in order):
+            yield from self.poll(last)  # not a first poll: what is new since the last one is small
+            return
+        total = 0
+        for s in order:  # pass 1: count, keeping nothing
+            counter = _Counter()
+            self._read_session(self._sessions[s], counter)
+            total += counter.n
+        skip = max(0, total - last)
+        for s in order:  # pass 2: from the start again, yielding what is past ``skip``
+            sess = self._sessions[s] = _Session(s, self._sessions[s].file.path)
+            lf = sess.file
+            while True:
+                before = lf.offset
+                delta = lf.poll()
+                if delta:
+                    picked = self._window(sess, delta)
+                    n = picked.count()
+                    if skip >= n:
+                        skip -= n
+                    else:
+                        yield from self._iter_events(sess, picked, skip)
+                        skip = 0
+                if lf.offset == before or lf.size - lf.offset <= lf.pending_bytes:
+                    break
+
+    def _window(self, sess: _Session, delta: Delta) -> _Picked:
+        picked = _Picked(None)
+        self._pick(sess, delta, picked)
+        return picked
+
+    def _read_session(self, sess: _Session, counter: _Counter) -> None:
+        """Poll ``sess``'s file window by window to its end, counting what is shown."""
+        lf = sess.file
+        while True:
+            before = lf.offset
+            delta = lf.poll()
+            if delta:
+                self._pick(sess, delta, counter)
+            if lf.offset == before or lf.size - lf.offset <= lf.pending_bytes:
+                break
+
     def sessions(self) -> list[int]:
         """Session numbers of this rank's event logs found so far (after a poll)."""
         return sorted(self._sessions)
@@ -323,7 +404,7 @@ class Follower:
             sess.allowed, sess.allowed_n = allowed, len(tags)
         return sess.allowed
 
-    def _pick(self, sess: _Session, delta: Delta, picked: _Picked) -> None:
+    def _pick(self, sess: _Session, delta: Delta, picked: _Picked | _Counter) -> None:
         """Add the shown records of one window to ``picked`` (points stay numpy rows)."""
         lf = sess.file
         dtype = np.dtype(F.NUMPY_POINT_DTYPE)
@@ -369,6 +450,40 @@ class Follower:
         if picked.texts or picked.media:
             items.sort(key=lambda x: (x[0], x[1], x[2]))
         return [x[3] for x in items]
+
+    def _iter_events(self, sess: _Session, picked: _Picked, skip: int = 0) -> Iterator[Event]:
+        """The events of ``picked`` in :meth:`_events`' order, the first ``skip`` left
+        out, each built only when it is asked for (a few thousand at a time)."""
+        lf = sess.file
+        wall0 = sess.wall0()
+        pts = picked.points()
+        extra = [(step, t, self._near(m, sess.prev_ms), "text", text, None) for step, t, m, text in picked.texts]
+        extra += [(step, t, self._near(m, sess.prev_ms), "media", None, meta)
+                  for step, t, m, _offset, _length, meta in picked.media]
+        n = len(pts) + len(extra)
+        if extra:  # merged by the time logged, then step, points first (the order added)
+            ms = np.concatenate([pts["ms"], np.array([x[2] for x in extra], np.int64)])
+            steps = np.concatenate([pts["step"], np.array([x[0] for x in extra], np.int64)])
+            perm = np.lexsort((np.arange(n), steps, ms))
+        else:
+            perm = None
+        npts = len(pts)
+        for lo in range(skip, n, 4096):
+            idx = perm[lo : lo + 4096] if perm is not None else np.arange(lo, min(n, lo + 4096))
+            is_pt = idx < npts
+            sub = pts[idx[is_pt]]
+            rows = zip(sub["step"].tolist(), sub["value"].tolist(), sub["tag"].tolist(), sub["ms"].tolist(),
+                       strict=True)
+            for i, point in zip(idx.tolist(), is_pt.tolist(), strict=True):
+                if point:
+                    step, value, t, m = next(rows)
+                    kind, name = lf.tags[t]
+                    yield Event(self.rank, sess.session, step, F.KIND_NAMES[kind], name, wall0 + m / 1000.0,
+                                value=value)
+                else:
+                    step, t, m, kind, text, meta = extra[i - npts]
+                    yield Event(self.rank, sess.session, step, kind, lf.tags[t][1], wall0 + m / 1000.0,
+                                text=text, meta=meta)
 
     def _shown(self, lf: LogFile, tid: int, kind: int) -> bool:
         entry = lf.tags.get(tid)

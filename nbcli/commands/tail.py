@@ -15,12 +15,23 @@ from .._ranks import missing_rank
 _KIND_STYLE = {"scalar": "green", "timer": "magenta", "text": "cyan", "media": "blue", "system": "yellow"}
 
 
+#: Characters of a text event the human output shows; --json prints all of it.
+TEXT_SHOWN = 500
+
+
+def _cut(text: str) -> str:
+    """``text``, or its first :data:`TEXT_SHOWN` characters and a note of how many more."""
+    if len(text) <= TEXT_SHOWN:
+        return text
+    return f"{text[:TEXT_SHOWN]}\u2026 ({len(text) - TEXT_SHOWN} more characters; --json prints all)"
+
+
 def _line(ev) -> list[Styled]:
     from datetime import datetime
 
     when = datetime.fromtimestamp(ev.wall_time).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
     if ev.kind == "text":
-        value = clean(ev.text or "")
+        value = clean(_cut(ev.text or ""))
     elif ev.kind == "media":
         value = clean(json.dumps(ev.meta, ensure_ascii=False, default=str))
     elif ev.kind == "timer":
@@ -83,15 +94,17 @@ def tail(
         info(f"waiting for run {run} under {os.path.abspath(root or default_root())} ...")
     out = None if as_json else Output()
 
-    def emit(events) -> None:
+    def emit(events) -> int:
+        n = 0
         for ev in events:
+            n += 1
             if out is None:
                 emit_json_line(ev.to_json())
             else:
                 out.line(_line(ev))
+        return n
 
-    first = follower.poll(last=lines)
-    emit(first)
+    first = emit(follower.stream(last=lines))  # streamed: memory never grows with -n
     if follower.dir is not None and not follower.sessions():
         message, present = missing_rank(follower.dir, rank) or ("", [])
         if not follow:
