@@ -322,7 +322,10 @@ class Follower:
             total += counter.n
         skip = max(0, total - last)
         for s in order:  # pass 2: from the start again, yielding what is past ``skip``
-            sess = self._sessions[s] = _Session(s, self._sessions[s].file.path)
+            old = self._sessions[s]
+            if old.file.version == -1 or old.file._warned:  # not a log, or unreadable: said once in pass 1
+                continue
+            sess = self._sessions[s] = _Session(s, old.file.path)
             lf = sess.file
             while True:
                 before = lf.offset

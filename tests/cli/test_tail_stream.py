@@ -106,3 +106,15 @@ def test_a_long_text_is_cut_in_the_human_output_and_whole_in_json(tmp_path):
     p = subprocess.run([*cmd, "--json"], env=clean_env(), capture_output=True, text=True, timeout=120)
     texts = [json.loads(line)["text"] for line in p.stdout.splitlines()]
     assert texts == ["y" * 10_000_000, "first line\nsecond\tline", "z" * 500]
+
+
+def test_a_file_that_is_not_a_log_is_warned_about_once_when_streaming(tmp_path):
+    root = tmp_path / "runs"
+    _write(root, "warn-00000001", 20)
+    (root / "big" / "warn-00000001" / "events.r0.s1.log").write_bytes(b"not a log at all" * 10)
+    for n in ("5", "100000"):
+        p = subprocess.run([sys.executable, "-c", _NB, "tail", "warn-00000001", "--root", str(root), "-n", n, "--json"],
+                           env=clean_env(), capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stderr
+        assert p.stderr.count("is not an nb event log") == 1, (n, p.stderr)
+        assert [json.loads(line)["step"] for line in p.stdout.splitlines()][-1] == 19
