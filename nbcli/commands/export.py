@@ -81,6 +81,9 @@ def export(
     session, wall_time, step, tag, value (system). NDJSON writes NaN and infinities as the
     strings "nan", "inf", "-inf".
 
+    -o FILE is written to a temp file and renamed (a replaced file keeps its mode); a
+    symlink is followed, and a device, FIFO or /dev/fd/N is written in place, as cp does.
+
     --format tfevents -o DIR writes TensorBoard event files instead (DIR/rank_<k>: every
     rank's scalars and timers, rank 0's text, images, audio and histograms, each with its
     own step and wall time, hidden points left out); --rank, --tag, --kind and
