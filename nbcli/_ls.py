@@ -27,8 +27,9 @@ from ._output import (
     info,
 )
 
-STATUSES = ("running", "finished", "failed", "stale")
-_STATUS_STYLE = {"running": "green", "finished": "", "failed": "red bold", "stale": "yellow", "unknown": "dim"}
+STATUSES = ("running", "finished", "failed", "preempted", "stale")
+_STATUS_STYLE = {"running": "green", "finished": "", "failed": "red bold", "preempted": "yellow", "stale": "yellow",
+                 "unknown": "dim"}
 _COLUMNS = [
     Column("ID"), Column("PROJECT"), Column("NAME"), Column("STATUS"), Column("RANKS", True),
     Column("SESSIONS", True), Column("LAST STEP", True), Column("STARTED"), Column("DURATION", True),

@@ -15,6 +15,7 @@ class Status(str, Enum):
     running = "running"
     finished = "finished"
     failed = "failed"
+    preempted = "preempted"
     stale = "stale"
 
 
@@ -65,7 +66,8 @@ def ls(
 ) -> None:
     """List runs: id, project, name, status, ranks, sessions, last step, start, active duration.
 
-    Status is running, finished or failed as run.json says, or stale: still "running" but
+    Status is running, finished or failed as run.json says; preempted: still "running" but
+    its last session ended (SIGTERM, as a requeue expects); or stale: still "running" but
     nothing written for longer than 3 minutes (live writers record a heartbeat every minute).
     Reads run.json and file sizes and times only, never the event logs (but see tags below).
 

@@ -24,7 +24,7 @@ from .._output import (
 )
 from .._output import info as note
 
-_STATUS_STYLE = {"running": "green", "failed": "red bold", "stale": "yellow"}
+_STATUS_STYLE = {"running": "green", "failed": "red bold", "preempted": "yellow", "stale": "yellow"}
 
 
 def _nonfinite(bad: dict | None) -> str:

@@ -170,3 +170,25 @@ def test_a_running_runs_last_step_says_how_old_it_is(cli, runs, tmp_path):
     assert isinstance(ddp["last_step_updated"], float)
     table = cli("ls", "vision", "--root", str(runs)).stdout.splitlines()
     assert table[1].split("\t")[6] == "24"
+
+
+def test_status_option_selects_preempted_runs(cli, tmp_path):
+    """A run whose last session ended by SIGTERM is 'preempted'; -s preempted was refused
+    on both the fast and the Typer path although nb ls shows that status."""
+    import os
+    import subprocess
+    import sys
+
+    script = ("import os, signal, sys, nblog as nb\n"
+              "run = nb.init('p', run_id='term-00000001', root=sys.argv[1], system=False, provenance=False)\n"
+              "run.add_scalar('x', 1.0, step=3)\n"
+              "os.kill(os.getpid(), signal.SIGTERM)\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NB_", "RANK", "SLURM", "OMPI", "TORCHELASTIC"))}
+    proc = subprocess.run([sys.executable, "-c", script, str(tmp_path)], env=env, timeout=60, capture_output=True)
+    assert proc.returncode == -15, proc.stderr
+    r = rows(cli("ls", "--root", str(tmp_path), "--json", "-s", "preempted"))
+    assert [(x["id"], x["status"]) for x in r] == [("term-00000001", "preempted")]
+    from nbcli._ls import fast_argv  # the fast path takes the same choices
+
+    assert fast_argv(["-s", "preempted"])["statuses"] == ["preempted"]
+    assert rows(cli("ls", "--root", str(tmp_path), "--json", "-s", "running")) == []
