@@ -20,6 +20,7 @@ from .commands import import_ as import_cmd
 from .commands import logs as logs_cmd
 from .commands import plot as plot_cmd
 from .commands import report as report_cmd
+from .commands import watch as watch_cmd
 
 
 class NbGroup(TyperGroup):
@@ -86,5 +87,6 @@ report_cmd.register(app)  # nb report
 diff.register(app)
 logs_cmd.register(app)  # nb logs
 import_cmd.register(app)  # nb import
+watch_cmd.register(app)  # nb watch
 
 __all__ = ["NbGroup", "app"]

@@ -1,0 +1,416 @@
+"""Alerts computed from outside the job, from the files a run writes: the engine of ``nb watch``.
+
+The rules are small objects fed the new events of each poll (:class:`~nblog._tail.Event`
+from one :class:`~nblog._tail.Follower` per rank, plus the failure and alert events of
+each session's log); each returns alerts as JSON-able dicts with stable keys (see
+:func:`make_alert`):
+
+=============  =============================================================================
+nonfinite      the first NaN or infinity of a scalar tag on a rank
+spike          a point whose robust z-score (against the median and MAD of the tag's last
+               ``spike_window`` points) is at least ``spike_z``, after ``spike_warmup`` points
+stall          a rank with no new step for ``stall_k`` × its median step time (at least
+               ``stall_floor_s``) while its session is open, named against the others' step
+straggler      a rank whose timer mean over the last ``straggler_steps`` steps is at least
+               ``straggler_ratio`` × the median of the ranks (the rule of ``nb timers``:
+               :func:`nblog._summary.timer_report`)
+gpu_idle       ``system/gpu{i}/utilization_percent`` below ``gpu_idle_percent`` for
+               ``gpu_samples`` samples in a row while the run is running
+gpu_throttled  a ``system/gpu{i}/throttle_*`` flag set for ``gpu_samples`` samples in a row
+failure        an uncaught exception recorded by any rank
+alert          an alert the training code raised with ``run.alert``
+=============  =============================================================================
+
+:class:`Watcher` dedupes: each alert is reported once per (rule, tag, rank[, session]).
+Wall-clock times are unix seconds; the clock is injected (``clock=``), as is ``sleep``.
+Imports numpy (``import nblog`` does not import this module); the straggler rule reads
+the timers with :class:`~nblog.RunReader` (polars), only when new timer points came.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import statistics
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+
+from ._runfile import parse_event_file_name, read_run_json
+from ._tail import KINDS, Event, Follower, json_number
+
+#: The keys every alert has, in this order (rule-specific values follow).
+ALERT_KEYS = ("rule", "level", "run", "rank", "host", "tag", "step", "wall_time", "message")
+
+_GPU_UTIL = re.compile(r"system/gpu(\d+)/utilization_percent\Z")
+_GPU_THROTTLE = re.compile(r"system/gpu(\d+)/throttle_(thermal|power_cap|hw_slowdown)\Z")
+
+
+@dataclass(frozen=True)
+class WatchOptions:
+    """Thresholds of the rules (see the module docstring); seconds are wall-clock seconds."""
+
+    spike_window: int = 50
+    spike_z: float = 10.0
+    spike_warmup: int = 20
+    stall_k: float = 10.0
+    stall_floor_s: float = 60.0
+    straggler_ratio: float = 1.5  # nb timers flags at 1.2 (STRAGGLER_SPREAD); an alert wants more
+    straggler_steps: int = 50
+    straggler_min_points: int = 10
+    gpu_idle_percent: float = 5.0
+    gpu_samples: int = 12
+
+    def __post_init__(self) -> None:
+        for name, value in asdict(self).items():
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+                raise ValueError(f"{name} must be a finite number >= 0, not {value!r}")
+        if self.spike_window < 3:
+            raise ValueError(f"spike_window must be at least 3, not {self.spike_window}")
+        if self.gpu_samples < 1 or self.straggler_steps < 1:
+            raise ValueError("gpu_samples and straggler_steps must be at least 1")
+
+
+def make_alert(rule: str, level: str, run: str, rank: int | None, host: str | None, tag: str | None,
+               step: int | None, wall_time: float | None, message: str, **extra: object) -> dict:
+    """One alert: the keys of :data:`ALERT_KEYS`, then ``extra`` (non-finite floats as
+    the strings "nan", "inf", "-inf")."""
+    out = {"rule": rule, "level": level, "run": run, "rank": rank, "host": host, "tag": tag, "step": step,
+           "wall_time": wall_time, "message": message}
+    for k, v in extra.items():
+        out[k] = json_number(v) if isinstance(v, float) else v
+    return out
+
+
+class NonFinite:
+    """The first NaN or infinity of each scalar tag of each rank."""
+
+    def __init__(self) -> None:
+        self._seen: set[tuple[int, str]] = set()
+
+    def feed(self, ev: Event, run: str, host: str | None) -> dict | None:
+        """An alert for ``ev`` if it is the first non-finite point of its (rank, tag)."""
+        if ev.kind != "scalar" or ev.value is None or math.isfinite(ev.value):
+            return None
+        key = (ev.rank, ev.tag)
+        if key in self._seen:
+            return None
+        self._seen.add(key)
+        return make_alert("nonfinite", "error", run, ev.rank, host, ev.tag, ev.step, ev.wall_time,
+                          f"{ev.tag} is {json_number(ev.value)} at step {ev.step:,} on rank {ev.rank}",
+                          value=ev.value)
+
+
+class Spike:
+    """Robust z-score of each scalar point against the rolling median and MAD of the
+    tag's previous ``window`` finite points (scaled by 1.4826, the normal consistency
+    constant); a tag whose window has no spread at all is not judged."""
+
+    def __init__(self, window: int = 50, z: float = 10.0, warmup: int = 20):
+        self.window, self.z, self.warmup = window, z, max(warmup, 3)
+        self._points: dict[tuple[int, str], deque] = {}
+
+    def feed(self, ev: Event, run: str, host: str | None) -> dict | None:
+        """An alert if ``ev`` (a scalar) is a spike against the points before it."""
+        if ev.kind != "scalar" or ev.value is None or not math.isfinite(ev.value):
+            return None
+        pts = self._points.setdefault((ev.rank, ev.tag), deque(maxlen=self.window))
+        alert = None
+        if len(pts) >= self.warmup:
+            med = statistics.median(pts)
+            mad = statistics.median(abs(p - med) for p in pts) * 1.4826
+            if mad > 0:
+                score = (ev.value - med) / mad
+                if abs(score) >= self.z:
+                    alert = make_alert("spike", "warn", run, ev.rank, host, ev.tag, ev.step, ev.wall_time,
+                                       f"{ev.tag} spiked to {ev.value:.6g} at step {ev.step:,} on rank {ev.rank} "
+                                       f"(median {med:.6g}, robust z {score:+.1f})",
+                                       value=ev.value, median=med, z=score)
+        pts.append(ev.value)
+        return alert
+
+
+class Progress:
+    """Per rank: the highest step seen, when (data time) it was reached, and the recent
+    seconds per step. A rank with only system metrics advances with each sample."""
+
+    def __init__(self) -> None:
+        self.step: int | None = None  # highest non-system step
+        self.count = 0  # records (the progress of a rank with system metrics only)
+        self.since: float | None = None  # wall time of the record that last advanced it
+        self.per_step: deque = deque(maxlen=100)  # seconds per step between advances
+
+    def feed(self, ev: Event) -> None:
+        """Take one event of this rank into account."""
+        if ev.kind == "system":
+            if self.step is None:
+                self.count += 1
+                self.since = max(self.since or ev.wall_time, ev.wall_time)
+            return
+        if self.step is None or ev.step > self.step:
+            if self.step is not None and self.since is not None and ev.wall_time > self.since:
+                self.per_step.append((ev.wall_time - self.since) / (ev.step - self.step))
+            self.step, self.since = ev.step, ev.wall_time
+
+    def limit(self, k: float, floor: float) -> float:
+        """Seconds without progress that make a stall: k × the median step time, at least ``floor``."""
+        med = statistics.median(self.per_step) if self.per_step else 0.0
+        return max(k * med, floor)
+
+
+def stall_alerts(progress: dict[int, Progress], open_ranks: set[int], hosts: dict[int, str | None], now: float,
+                 run: str, k: float, floor: float) -> list[dict]:
+    """Alerts for the ranks in ``open_ranks`` (session open, run running) whose progress
+    is older than their limit at unix time ``now``."""
+    out = []
+    for rank, p in sorted(progress.items()):
+        if rank not in open_ranks or p.since is None:
+            continue
+        idle = now - p.since
+        limit = p.limit(k, floor)
+        if idle < limit:
+            continue
+        others = [q.step for r, q in progress.items() if r != rank and q.step is not None]
+        ahead = max(others) if others else None
+        where = f"rank {rank}" + (f" on {hosts[rank]}" if hosts.get(rank) else "")
+        if p.step is not None and ahead is not None and ahead > p.step:
+            msg = f"{where} stopped at step {p.step:,} while others are at {ahead:,}"
+        elif p.step is not None:
+            msg = f"{where}: no new step after step {p.step:,} for {idle:.0f} s (limit {limit:.0f} s)"
+        else:
+            msg = f"{where}: no new data for {idle:.0f} s (limit {limit:.0f} s)"
+        out.append(make_alert("stall", "error", run, rank, hosts.get(rank), None, p.step, p.since, msg,
+                              idle_s=idle, limit_s=limit, others_step=ahead))
+    return out
+
+
+class GpuState:
+    """Consecutive samples of a GPU below the idle threshold, or with a throttle flag set."""
+
+    def __init__(self, idle_percent: float = 5.0, samples: int = 12):
+        self.idle_percent, self.samples = idle_percent, samples
+        self._runs: dict[tuple[int, str], int] = {}
+
+    def feed(self, ev: Event, run: str, host: str | None, running: bool) -> dict | None:
+        """An alert once a GPU tag of ``ev`` has been bad for ``samples`` samples in a row
+        while ``running``."""
+        if ev.kind != "system" or ev.value is None:
+            return None
+        util = _GPU_UTIL.match(ev.tag)
+        throttle = None if util else _GPU_THROTTLE.match(ev.tag)
+        if not (util or throttle):
+            return None
+        bad = running and (ev.value < self.idle_percent if util else ev.value >= 1)
+        key = (ev.rank, ev.tag)
+        n = self._runs[key] = self._runs.get(key, 0) + 1 if bad else 0
+        if n != self.samples:
+            return None
+        gpu = (util or throttle).group(1)
+        if util:
+            return make_alert("gpu_idle", "warn", run, ev.rank, host, ev.tag, ev.step, ev.wall_time,
+                              f"GPU {gpu} of rank {ev.rank}{_on(host)} below {self.idle_percent:g}% utilization "
+                              f"for {n} samples (now {ev.value:g}%)", value=ev.value, samples=n)
+        return make_alert("gpu_throttled", "warn", run, ev.rank, host, ev.tag, ev.step, ev.wall_time,
+                          f"GPU {gpu} of rank {ev.rank}{_on(host)} throttled ({throttle.group(2)}) for {n} samples",
+                          value=ev.value, samples=n)
+
+
+def _on(host: str | None) -> str:
+    return f" on {host}" if host else ""
+
+
+def straggler_alerts(run_dir: str, run: str, hosts: dict[int, str | None], ratio: float, last_steps: int,
+                     min_points: int) -> list[dict]:
+    """Ranks flagged by :func:`nblog._summary.timer_report` (the one straggler rule) over
+    each rank's last ``last_steps`` timer points, among ranks with ``min_points`` or more."""
+    from ._reader import RunReader
+    from ._summary import timer_report
+
+    report = timer_report(RunReader(run_dir), last_steps=last_steps, threshold=ratio)
+    medians = {t["tag"]: t["median_mean_s"] for t in report["timers"]}
+    out = []
+    for row in report["ranks"]:
+        if not row["straggler"] or row["count"] < min_points:
+            continue
+        med = medians.get(row["tag"]) or 0.0
+        x = row["mean_s"] / med if med > 0 else math.inf
+        out.append(make_alert("straggler", "warn", run, row["rank"], hosts.get(row["rank"]), row["tag"], None, None,
+                              f"rank {row['rank']}{_on(hosts.get(row['rank']))} is slow in {row['tag']}: mean "
+                              f"{row['mean_s']:.4g} s over its last {row['count']} steps, {x:.2f}× the median "
+                              f"of the ranks ({med:.4g} s)", mean_s=row["mean_s"], median_mean_s=med, ratio=x))
+    return out
+
+
+def event_alert(ev: dict, run: str, rank: int, session: int, host: str | None) -> dict | None:
+    """The alert for a failure or ``run.alert`` event object of one session's log."""
+    kind = ev.get("kind")
+    step = ev.get("step") if isinstance(ev.get("step"), int) and not isinstance(ev.get("step"), bool) else None
+    wall = ev.get("wall") if isinstance(ev.get("wall"), (int, float)) and not isinstance(ev.get("wall"), bool) else None
+    text = {k: ev.get(k) if isinstance(ev.get(k), str) else None
+            for k in ("type", "message", "traceback", "title", "text", "level")}
+    at = f"step {step:,}" if step is not None else "before the first step"
+    if kind == "failure":
+        first = (text["message"] or "").strip().splitlines()
+        what = (text["type"] or "?") + (f": {first[0][:300]}" if first else "")
+        return make_alert("failure", "error", run, rank, host, None, step, wall,
+                          f"failed: rank {rank}{_on(host)}, {at}, {what}", session=session, type=text["type"],
+                          error=text["message"], traceback=text["traceback"])
+    if kind == "alert":
+        level = text["level"] or "warn"
+        msg = f"rank {rank}{_on(host)}, {at}: {text['title'] or ''}" + (f": {text['text']}" if text["text"] else "")
+        return make_alert("alert", level, run, rank, host, text["title"], step, wall, msg, session=session,
+                          title=text["title"], text=text["text"])
+    return None
+
+
+class Watcher:
+    """Poll a run incrementally and report each alert once.
+
+    Args:
+        run: a run id, a unique prefix, ``project/run id`` or a path to a run folder
+            (it may not exist yet: polls find nothing until it does).
+        root: where ids are looked up (default ``$NB_DIR``, else ``./nb_runs``).
+        options: the thresholds.
+        clock: unix time now (stalls compare it with the data's wall times).
+        sleep: how :meth:`follow` waits.
+
+    Not thread-safe. Files are read, never written.
+
+    Raises:
+        AmbiguousRunError: (from :meth:`poll`) ``run`` matches several runs.
+        FormatVersionError: (from :meth:`poll`) a file of a newer format version.
+    """
+
+    def __init__(self, run: str | os.PathLike, root: str | os.PathLike | None = None,
+                 options: WatchOptions | None = None, *, clock: Callable[[], float] = time.time,
+                 sleep: Callable[[float], None] = time.sleep):
+        self.query, self.root = run, root
+        self.options = options or WatchOptions()
+        self.clock, self.sleep = clock, sleep
+        self.dir: str | None = None
+        self._probe = Follower(run, root)
+        self._followers: dict[int, Follower] = {}
+        self._events_seen: dict[tuple[int, int], int] = {}
+        self._reported: set[tuple] = set()
+        self._progress: dict[int, Progress] = {}
+        self._hosts: dict[int, str | None] = {}
+        self._nonfinite = NonFinite()
+        o = self.options
+        self._spike = Spike(o.spike_window, o.spike_z, o.spike_warmup)
+        self._gpu = GpuState(o.gpu_idle_percent, o.gpu_samples)
+        self._timers_new = False
+        self.status: str | None = None
+        self.alerts: list[dict] = []  # every alert reported so far
+
+    @property
+    def name(self) -> str:
+        return os.path.basename(self.dir) if self.dir else str(self.query)
+
+    def resolve(self) -> str | None:
+        """The run folder, or None while no run matches."""
+        if self.dir is None:
+            self.dir = self._probe.resolve()
+        return self.dir
+
+    def poll(self) -> list[dict]:
+        """Read what was appended since the last poll; return the alerts new since then."""
+        if self.resolve() is None:
+            return []
+        self.status = (read_run_json(self.dir) or {}).get("status")
+        running = self.status == "running"
+        for rank in self._ranks():
+            if rank not in self._followers:
+                self._followers[rank] = Follower(self.dir, rank=rank, kinds=KINDS)
+        found: list[dict] = []
+        run = self.name
+        for rank, follower in sorted(self._followers.items()):
+            events = follower.poll()
+            host = self._host(rank, follower)
+            prog = self._progress.setdefault(rank, Progress())
+            for ev in events:
+                prog.feed(ev)
+                if ev.kind == "timer":
+                    self._timers_new = True
+                for rule in (self._nonfinite, self._spike):
+                    alert = rule.feed(ev, run, host)
+                    if alert:
+                        found.append(alert)
+                alert = self._gpu.feed(ev, run, host, running and not self._ended(follower))
+                if alert:
+                    found.append(alert)
+            for session, log in _logs(follower):
+                seen = self._events_seen.get((rank, session), 0)
+                for ev in log.events[seen:]:
+                    alert = event_alert(ev, run, rank, session, host)
+                    if alert:
+                        found.append(alert)
+                self._events_seen[(rank, session)] = len(log.events)
+        o = self.options
+        if self._timers_new and len(self._followers) > 1:
+            self._timers_new = False
+            found += straggler_alerts(self.dir, run, self._hosts, o.straggler_ratio, o.straggler_steps,
+                                      o.straggler_min_points)
+        if running:
+            open_ranks = {r for r, f in self._followers.items() if not self._ended(f)}
+            found += stall_alerts(self._progress, open_ranks, self._hosts, self.clock(), run, o.stall_k,
+                                  o.stall_floor_s)
+        new = []
+        for alert in found:
+            key = (alert["rule"], alert["tag"], alert["rank"], alert.get("session"))
+            if key not in self._reported:
+                self._reported.add(key)
+                new.append(alert)
+        self.alerts += new
+        return new
+
+    def done(self) -> bool:
+        """True once the run is finished or failed and every rank's last session ended."""
+        return (self.status in ("finished", "failed") and bool(self._followers)
+                and all(self._ended(f) for f in self._followers.values()))
+
+    def follow(self, interval: float = 5.0, *, timeout: float | None = None,
+               monotonic: Callable[[], float] = time.monotonic) -> Iterator[list[dict]]:
+        """Yield each poll's new alerts (possibly none) every ``interval`` seconds until
+        :meth:`done` or ``timeout`` seconds (None: never)."""
+        deadline = None if timeout is None else monotonic() + timeout
+        while True:
+            yield self.poll()
+            if self.done():
+                return
+            if deadline is not None:
+                left = deadline - monotonic()
+                if left <= 0:
+                    return
+                self.sleep(min(interval, left))
+            else:
+                self.sleep(interval)
+
+    # -- internals -----------------------------------------------------------------
+
+    def _ranks(self) -> set[int]:
+        try:
+            names = os.listdir(self.dir)
+        except OSError:
+            return set()
+        return {rs[0] for rs in map(parse_event_file_name, names) if rs is not None}
+
+    def _host(self, rank: int, follower: Follower) -> str | None:
+        for _s, log in reversed(_logs(follower)):
+            host = log.header.get("host")
+            if isinstance(host, str):
+                self._hosts[rank] = host
+                return host
+        return self._hosts.get(rank)
+
+    @staticmethod
+    def _ended(follower: Follower) -> bool:
+        logs = _logs(follower)
+        return bool(logs) and logs[-1][1].end is not None
+
+
+def _logs(follower: Follower) -> list:
+    """``(session, LogFile)`` of the session files ``follower`` reads, in order (their
+    failure and alert events and END records are kept on the LogFile as it polls)."""
+    return [(s, follower._sessions[s].file) for s in follower.sessions()]

@@ -1,0 +1,150 @@
+"""``nb watch``: alerts computed from a run's files by a process outside the job.
+
+Each test starts real rank processes (tests/integration/_scripts/watch_rank.py, one
+process per rank with the launcher variables a torchrun worker gets) and a real
+``nb watch`` process beside them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from _nbproc import base_env
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "tests" / "integration" / "_scripts" / "watch_rank.py"
+NB = [sys.executable, "-c", "from nbcli.app import main; main()"]
+HANG_S = 120
+KEYS = ["rule", "level", "run", "rank", "host", "tag", "step", "wall_time", "message"]
+
+
+def start_ranks(root: Path, run_id: str, world: int, spec: dict) -> list[subprocess.Popen]:
+    procs = []
+    for rank in range(world):
+        env = base_env(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world),
+                       NB_DIR=str(root), NB_RUN_ID=run_id, OMP_NUM_THREADS="1")
+        procs.append(subprocess.Popen([sys.executable, str(SCRIPT), json.dumps(spec)], env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    return procs
+
+
+def wait_all(procs: list[subprocess.Popen]) -> list[int]:
+    return [p.wait(timeout=HANG_S) for p in procs]
+
+
+def nb(*args: str, root: Path) -> subprocess.CompletedProcess:
+    env = base_env(NB_DIR=str(root))
+    return subprocess.run([*NB, *args], capture_output=True, text=True, env=env, timeout=HANG_S)
+
+
+def run_job(root: Path, run_id: str, world: int, spec: dict) -> None:
+    codes = wait_all(start_ranks(root, run_id, world, spec))
+    assert all(c in (0, 1) for c in codes), codes
+
+
+CLEAN = {"steps": 60, "sleep": 0.005, "seed": 1}
+
+
+def test_once_on_a_clean_run_is_silent_and_exits_0(tmp_path: Path) -> None:
+    run_job(tmp_path, "clean-00000001", 3, CLEAN)
+    for args in ((), ("--json",)):
+        proc = nb("watch", "clean-00000001", "--once", *args, root=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout == ""
+        assert "Traceback" not in proc.stderr
+
+
+def test_once_reports_what_holds_and_exits_1(tmp_path: Path) -> None:
+    spec = {**CLEAN, "nan_at": 50, "spike_at": 40, "slow_rank": 2, "slow_sleep": 0.04,
+            "alert_rank": 1, "alert_at": 5, "alert_title": "boom\x1b[2J", "fail_rank": 1}
+    run_job(tmp_path, "bad-00000001", 3, spec)
+    proc = nb("watch", "bad-00000001", "--once", "--json", "--straggler-steps", "50", root=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    alerts = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert all(list(a)[: len(KEYS)] == KEYS for a in alerts)
+    got = sorted((a["rule"], a["rank"], a["tag"], a["step"]) for a in alerts)
+    assert got == [
+        ("alert", 1, "boom\x1b[2J", 5),
+        ("failure", 1, None, 59),
+        ("nonfinite", 0, "train/loss", 50),
+        ("spike", 0, "train/grad_norm", 40),
+        ("straggler", 2, "data", None),
+    ], got
+    human = nb("watch", "bad-00000001", "--once", root=tmp_path)
+    assert human.returncode == 1
+    assert "\x1b" not in human.stdout and "boom\\x1b[2J" in human.stdout
+    assert "failed: rank 1" in human.stdout and "RuntimeError" in human.stdout
+
+
+def test_follow_raises_each_alert_once_as_its_data_lands(tmp_path: Path) -> None:
+    """A job where rank 1 stops logging for 4 s while the others go on, rank 2 is slow
+    in data loading for a while, rank 0 logs a NaN and a spike, rank 1 raises an
+    alert and fails at its end: each alert once, on stdout and through --exec."""
+    interval = 0.3
+    spec = {"steps": 250, "sleep": 0.012, "seed": 2, "nan_at": 50, "spike_at": 80, "slow_rank": 2,
+            "slow_from": 20, "slow_to": 80, "slow_sleep": 0.05, "stop_rank": 1, "stop_at": 100, "hold": 4.0,
+            "alert_rank": 1, "alert_at": 10, "fail_rank": 1}
+    sink = tmp_path / "exec.jsonl"
+    hook = shlex.join([sys.executable, "-c",
+                       f"import sys; open({str(sink)!r}, 'a').write(sys.stdin.read())"])
+    watch = subprocess.Popen([*NB, "watch", "job-00000001", "--json", "--interval", str(interval),
+                              "--stall-floor", "1.0", "--straggler-steps", "20", "--exec", hook],
+                             env=base_env(NB_DIR=str(tmp_path)), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    seen: list[tuple[float, dict]] = []
+
+    def read() -> None:
+        for line in watch.stdout:
+            seen.append((time.time(), json.loads(line)))
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        run_job(tmp_path, "job-00000001", 3, spec)
+        assert watch.wait(timeout=HANG_S) == 0, watch.stderr.read()
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+    reader.join(timeout=10)
+    alerts = [a for _t, a in seen]
+    got = sorted((a["rule"], a["rank"], a["tag"]) for a in alerts)
+    assert got == [
+        ("alert", 1, "custom"),
+        ("failure", 1, None),
+        ("nonfinite", 0, "train/loss"),
+        ("spike", 0, "train/grad_norm"),
+        ("stall", 1, None),
+        ("straggler", 2, "data"),
+    ], [a["message"] for a in alerts]
+    stall = next(a for a in alerts if a["rule"] == "stall")
+    assert stall["step"] == 99 and "rank 1" in stall["message"] and "stopped at step 99 while others are at" in \
+        stall["message"], stall["message"]
+    for when, a in seen:  # generous: the point's time + a flush + three polls + a busy machine
+        if a["rule"] in ("nonfinite", "spike", "alert") and a["wall_time"]:
+            assert when - a["wall_time"] < 3 * interval + 3.0, (a, when)
+    hooked = [json.loads(line) for line in sink.read_text().splitlines()]
+    assert sorted((a["rule"], a["rank"]) for a in hooked) == sorted((a["rule"], a["rank"]) for a in alerts)
+
+
+def test_usage_errors_exit_2_without_a_traceback(tmp_path: Path) -> None:
+    for args in (("--interval", "0"), ("--exec", ""), ("--exec", "'unclosed"), ("--spike-window", "1")):
+        proc = nb("watch", "whatever", "--once", *args, root=tmp_path)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert "Traceback" not in proc.stderr
+    missing = nb("watch", "nope", "--once", root=tmp_path)
+    assert missing.returncode == 1 and "Traceback" not in missing.stderr
+
+
+def test_exec_failures_are_reported_and_the_watch_goes_on(tmp_path: Path) -> None:
+    run_job(tmp_path, "hook-00000001", 1, {**CLEAN, "nan_at": 10, "spike_at": 30})
+    proc = nb("watch", "hook-00000001", "--once", "--exec", os.path.join(str(tmp_path), "no-such-tool"),
+              root=tmp_path)
+    assert proc.returncode == 1
+    assert proc.stdout.count("\n") == 2 and proc.stderr.count("no-such-tool") == 2, proc.stderr
