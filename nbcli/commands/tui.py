@@ -47,6 +47,13 @@ def tui(
     from nblog._catalog import default_root, resolve_run
 
     root = root or default_root()
+    if target is None and not os.path.isdir(root):  # as nb ls: nothing to show, ever, until it is made
+        from .._output import error
+
+        where = os.path.abspath(root)
+        error(f"no runs: {where} {'is not a folder' if os.path.exists(where) else 'does not exist'}",
+              "pass --root DIR or set NB_DIR")
+        raise typer.Exit(1)
     runs: list[str] = []
     project = None
     if target is not None:

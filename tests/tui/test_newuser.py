@@ -5,7 +5,10 @@ the status the run header shows (the catalog's, as the runs list and ``nb ls``).
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
+import pytest
 from nbtui_helpers import aio, settle, wait_for
 from nbtui_synth import RUN_ID, WALL0
 from textual.widgets import DataTable, Static
@@ -13,6 +16,8 @@ from textual.widgets import DataTable, Static
 from nbcli.tui.app import NbTui
 from nbcli.tui.screens.run import RunScreen
 from nbcli.tui.widgets.plot import BraillePlot
+
+NB = [sys.executable, "-c", "from nbcli.app import main; main()"]
 
 # -- 1. NO_COLOR ----------------------------------------------------------------------------
 
@@ -120,3 +125,36 @@ async def test_a_status_word_the_tui_does_not_know_is_shown_as_is(tmp_path):
         await settle(pilot)
         assert "  preempted  " in run_header(app)
     assert run_dir
+
+
+# -- 3. a root with no runs, or no root at all ------------------------------------------
+
+
+def test_a_root_that_does_not_exist_is_an_error_before_the_ui(tmp_path):
+    missing = str(tmp_path / "nosuch")
+    try:  # without the check, the UI starts and waits for a root that never comes
+        result = subprocess.run([*NB, "tui", "--root", missing], capture_output=True, text=True, timeout=60,
+                                stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        pytest.fail("nb tui --root MISSING started the UI instead of exiting")
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert result.stderr.startswith(f"error: no runs: {missing} does not exist\n")
+    assert "Traceback" not in result.stderr
+
+
+@aio
+async def test_an_empty_root_says_so_and_shows_a_run_made_later(tmp_path):
+    from test_papercuts import write
+
+    root = tmp_path / "runs"
+    root.mkdir()
+    app = NbTui(root=str(root), poll_s=0.05)
+    async with app.run_test(size=(120, 30)) as pilot:
+        note = app.screen.query_one("#runs-empty", Static)
+        await wait_for(pilot, lambda: "no runs in" in str(note.render()))
+        assert str(note.render()) == f"no runs in {root} yet (waiting for runs to appear)"
+        write(str(root), "p", "late-00000001", "late")
+        table = app.screen.query_one(DataTable)
+        await wait_for(pilot, lambda: table.row_count == 1)
+        assert "1 of 1 runs" in str(note.render())

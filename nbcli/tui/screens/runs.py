@@ -8,6 +8,7 @@ run.json every few seconds), counted on at every poll.
 
 from __future__ import annotations
 
+import os
 import time
 
 from rich.text import Text
@@ -48,6 +49,7 @@ class RunsScreen(Screen):
         self.selected: set[str] = set()
         self._shown: list[str] = []
         self._loading = False
+        self._listed = False  # a first listing arrived (an empty one too: no more "loading…")
 
     def compose(self) -> ComposeResult:
         where = self.root + (f"  project {self.project}" if self.project else "")
@@ -86,7 +88,8 @@ class RunsScreen(Screen):
         return getattr(self.app, "clock", time.time)()
 
     def on_runs_loaded(self, message: RunsLoaded) -> None:
-        if message.rows != self.rows:
+        if message.rows != self.rows or not self._listed:
+            self._listed = True
             self.rows = message.rows
             self._render_rows()
         else:  # the same rows: the ages of the running runs' last steps still grow
@@ -123,7 +126,8 @@ class RunsScreen(Screen):
                     table.update_cell(self._key(r), col or "sel", cell)
         empty = self.query_one("#runs-empty", Static)
         if not self.rows:
-            empty.update(lit(f"no runs under {self.root} (yet) — waiting", "dim"))
+            gone = "" if os.path.isdir(self.root) else " — it does not exist"
+            empty.update(lit(f"no runs in {self.root} yet{gone} (waiting for runs to appear)", "dim"))
         elif not rows:
             empty.update(lit("no run matches the filter", "dim"))
         else:
