@@ -137,6 +137,7 @@ class Progress:
     seconds per step. A rank with only system metrics advances with each sample."""
 
     def __init__(self) -> None:
+        self.session = -1  # the latest session seen: a resume starts counting again
         self.step: int | None = None  # highest non-system step
         self.count = 0  # records (the progress of a rank with system metrics only)
         self.since: float | None = None  # wall time of the record that last advanced it
@@ -144,6 +145,8 @@ class Progress:
 
     def feed(self, ev: Event) -> None:
         """Take one event of this rank into account."""
+        if ev.session > self.session:  # a resumed session may restart below the old highest step
+            self.session, self.step = ev.session, None
         if ev.kind == "system":
             if self.step is None:
                 self.count += 1

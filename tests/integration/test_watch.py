@@ -148,3 +148,26 @@ def test_exec_failures_are_reported_and_the_watch_goes_on(tmp_path: Path) -> Non
               root=tmp_path)
     assert proc.returncode == 1
     assert proc.stdout.count("\n") == 2 and proc.stderr.count("no-such-tool") == 2, proc.stderr
+
+
+def test_gpu_idle_and_throttled_from_the_system_metrics(tmp_path: Path) -> None:
+    """Under the fake NVML, GPU 0 runs at 5 % and GPU 1 at 15 % with its thermal and
+    power-cap throttle flags set: with --gpu-idle 10, GPU 0 is idle and GPU 1 is
+    throttled (once per flag); a clean, finished run read afterwards raises nothing."""
+    fakes = REPO / "tests" / "fakes"
+    env = base_env(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", LOCAL_WORLD_SIZE="1", NB_DIR=str(tmp_path),
+                   NB_RUN_ID="gpu-00000001", NB_FAKE_NVML_GPUS="2",
+                   PYTHONPATH=os.pathsep.join([str(fakes), str(REPO)]))
+    rank = subprocess.Popen([sys.executable, str(SCRIPT), json.dumps({"steps": 150, "sleep": 0.01, "gpu": True})],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    watch = subprocess.run([*NB, "watch", "gpu-00000001", "--json", "--interval", "0.2", "--gpu-idle", "10",
+                            "--gpu-samples", "5", "--timeout", "60"], env=base_env(NB_DIR=str(tmp_path)),
+                           capture_output=True, text=True, timeout=HANG_S)
+    assert rank.wait(timeout=HANG_S) == 0, rank.stderr.read()
+    assert watch.returncode == 0, watch.stderr
+    got = sorted((a["rule"], a["tag"]) for a in map(json.loads, watch.stdout.splitlines()))
+    assert got == [("gpu_idle", "system/gpu0/utilization_percent"),
+                   ("gpu_throttled", "system/gpu1/throttle_power_cap"),
+                   ("gpu_throttled", "system/gpu1/throttle_thermal")], got
+    after = nb("watch", "gpu-00000001", "--once", "--gpu-idle", "10", "--gpu-samples", "5", root=tmp_path)
+    assert after.returncode == 0 and after.stdout == "", after.stdout

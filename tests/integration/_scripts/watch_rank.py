@@ -5,7 +5,8 @@ NB_RUN_ID set. Spec keys (all optional): steps, sleep (seconds per step, inside 
 all-ranks "data" timer), seed, nan_at (rank 0: train/loss NaN), spike_at (rank 0:
 train/grad_norm 10x), slow_rank with slow_from/slow_to/slow_sleep (that rank's data
 timer is slower), stop_rank/stop_at/hold (that rank stops logging for ``hold`` seconds),
-alert_rank/alert_at/alert_title (run.alert), fail_rank (raises after its last step).
+alert_rank/alert_at/alert_title (run.alert), fail_rank (raises after its last step),
+gpu (sample GPU metrics every 0.05 s: put tests/fakes first on PYTHONPATH).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import nblog as nb
 
 def main() -> None:
     spec = json.loads(sys.argv[1])
-    run = nb.init("watch", system=False, flush_interval=0.05)
+    run = nb.init("watch", system=["gpu"] if spec.get("gpu") else False, system_interval=0.05, flush_interval=0.05)
     rng = random.Random(spec.get("seed", 0) * 1000 + run.rank)
     for step in range(spec.get("steps", 100)):
         if run.rank == spec.get("stop_rank") and step == spec.get("stop_at"):

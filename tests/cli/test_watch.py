@@ -1,0 +1,82 @@
+"""nb watch --once on the shared fixture runs, and the rules of nblog._watch fed by hand."""
+
+from __future__ import annotations
+
+import json
+import random
+
+from nblog._tail import Event
+from nblog._watch import Progress, Spike, Watcher, stall_alerts
+
+
+def alerts(cli, runs, run, *args):
+    result = cli("watch", run, "--root", str(runs), "--once", "--json", *args)
+    assert "Traceback" not in result.stderr
+    return result.exit_code, [json.loads(line) for line in result.stdout.splitlines()]
+
+
+def test_ddp_run_nonfinite_and_straggler(cli, runs):
+    code, got = alerts(cli, runs, "ddp-00000001", "--straggler-ratio", "1.2")
+    assert code == 1
+    rules = sorted((a["rule"], a["rank"], a["tag"], a["step"]) for a in got)
+    assert ("nonfinite", 0, "train/loss", 5) in rules and ("nonfinite", 0, "train/grad", 7) in rules
+    assert ("straggler", 2, "step", None) in rules
+    assert not [a for a in got if a["rule"] == "stall"]  # finished: nothing is stalled
+    nonfinite = [a for a in got if a["rule"] == "nonfinite"]
+    assert len(nonfinite) == 2 and {a["value"] for a in nonfinite} == {"nan", "inf"}
+
+
+def test_failed_run_names_the_exception(cli, runs):
+    code, got = alerts(cli, runs, "solo-00000002")
+    assert code == 1
+    (fail,) = [a for a in got if a["rule"] == "failure"]
+    assert fail["type"] == "RuntimeError" and fail["rank"] == 0 and "training diverged" in fail["message"]
+
+
+def test_killed_run_is_a_stall(runs):
+    """kill -9 left the run 'running', its session open: an hour later (the injected
+    clock) its rank has stalled; reported once however often it is polled."""
+    import time
+
+    watcher = Watcher("stale-00000003", runs, clock=lambda: time.time() + 3600)
+    (stall,) = watcher.poll()
+    assert stall["rule"] == "stall" and stall["rank"] == 0 and stall["idle_s"] > 3600
+    assert "no new step after step" in stall["message"]
+    assert watcher.poll() == [] and not watcher.done()
+
+
+def test_resumed_session_restarting_lower_is_progress():
+    p = Progress()
+    for step in range(20):
+        p.feed(Event(0, 0, step, "scalar", "loss", 100.0 + step, 1.0))
+    p.feed(Event(0, 1, 10, "scalar", "loss", 500.0, 1.0))
+    assert (p.step, p.since) == (10, 500.0)
+
+
+def test_stall_names_the_rank_against_the_others():
+    prog = {0: Progress(), 1: Progress()}
+    for step in range(101):
+        prog[0].feed(Event(0, 0, step, "timer", "data", 1000.0 + 0.1 * step, 0.1))
+        if step <= 40:
+            prog[1].feed(Event(1, 0, step, "timer", "data", 1000.0 + 0.1 * step, 0.1))
+    now = 1000.0 + 10.5
+    (alert,) = stall_alerts(prog, {0, 1}, {1: "host7"}, now, "r", k=10, floor=2.0)
+    assert alert["rank"] == 1 and alert["message"] == "rank 1 on host7 stopped at step 40 while others are at 100"
+    assert stall_alerts(prog, {0}, {}, now, "r", k=10, floor=2.0) == []  # rank 1's session closed
+
+
+def test_spike_rule_noise_is_quiet_and_a_spike_is_not():
+    rng = random.Random(0)
+    rule = Spike(window=50, z=10, warmup=20)
+    fired = [rule.feed(Event(0, 0, s, "scalar", "loss", float(s), rng.gauss(1.0, 0.1)), "r", None)
+             for s in range(2000)]
+    assert not any(fired)
+    (spike,) = [a for a in (rule.feed(Event(0, 0, 2000, "scalar", "loss", 2000.0, 5.0), "r", None),) if a]
+    assert spike["rule"] == "spike" and spike["z"] > 10
+
+
+def test_watcher_follow_stops_when_the_run_ended(runs):
+    sleeps = []
+    watcher = Watcher("dup-aaaa0001", runs, sleep=sleeps.append, clock=lambda: 4e9)
+    batches = list(watcher.follow(interval=5.0))
+    assert batches == [[]] and sleeps == [] and watcher.done()
