@@ -27,6 +27,11 @@ from .widgets.plot import PALETTE, PlotSpec
 MAX_PLOTS = 6
 KEEP_SERIES = 128
 TEXT_LIMIT = 500
+# What the text view shows of one text, and of all the texts shown: wrapping and drawing
+# happen on the UI thread, and a 10 MB text took minutes there (the limit is 16 MiB)
+TEXT_SHOWN_CHARS = 64 * 1024
+TEXT_SHOWN_LINES = 2000
+TEXT_SHOWN_TOTAL = 1 << 20
 _GPU = re.compile(r"^system/gpu(\d+)/(.+)$")
 
 
@@ -67,6 +72,20 @@ class TextData:
     rank: int
     entries: list[tuple[int, int, str, str, float]]
     total: int
+
+
+def shown_text(text: str) -> str:
+    """``text``, or its first :data:`TEXT_SHOWN_CHARS` characters (at most
+    :data:`TEXT_SHOWN_LINES` lines) and a line saying how much more there is and where
+    to read all of it."""
+    if len(text) <= TEXT_SHOWN_CHARS and text.count("\n") < TEXT_SHOWN_LINES:
+        return text
+    head = text[:TEXT_SHOWN_CHARS]
+    lines = head.split("\n", TEXT_SHOWN_LINES)
+    if len(lines) > TEXT_SHOWN_LINES:
+        head = "\n".join(lines[:TEXT_SHOWN_LINES])
+    return (f"{head}\n… {len(text) - len(head):,} more characters not shown ({len(text):,} in all): "
+            "nb tail --json RUN or RunReader.text() has all of it")
 
 
 class RunModel:
@@ -321,4 +340,11 @@ class RunModel:
 
     def _text(self, req: Request, _default: str | None) -> TextData:
         entries = self.primary.text(req.rank)
-        return TextData(req.rank, entries[-TEXT_LIMIT:], len(entries))
+        shown = [(se, st, tag, shown_text(text), wall) for se, st, tag, text, wall in entries[-TEXT_LIMIT:]]
+        budget = TEXT_SHOWN_TOTAL
+        for i in range(len(shown) - 1, -1, -1):  # the newest texts, as many as the budget holds
+            budget -= len(shown[i][3])
+            if budget < 0:
+                shown = shown[i + 1:] or shown[-1:]
+                break
+        return TextData(req.rank, shown, len(entries))

@@ -158,3 +158,43 @@ async def test_an_empty_root_says_so_and_shows_a_run_made_later(tmp_path):
         table = app.screen.query_one(DataTable)
         await wait_for(pilot, lambda: table.row_count == 1)
         assert "1 of 1 runs" in str(note.render())
+
+
+# -- 2. a 10 MB text -------------------------------------------------------------------------
+
+
+@aio
+async def test_a_10_mb_text_shows_its_start_and_says_how_much_more(tmp_path):
+    from textual.widgets import RichLog
+
+    import nblog as nb
+    from nbcli.tui.model import TEXT_SHOWN_CHARS
+
+    big = "".join(f"{i:09d} " for i in range(1_000_000))  # 10,000,000 characters, one line
+    run = nb.init("p", run_id="big-00000001", root=str(tmp_path), system=False, _environ={})
+    run.add_text("notes", "small one", step=0)
+    run.add_text("dump", big, step=1)
+    run.finish()
+    app = NbTui(runs=[os.path.join(tmp_path, "p", "big-00000001")], poll_s=0)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        await pilot.press("4")
+        await settle(pilot)
+        log = app.screen.query_one("#text-log", RichLog)
+        shown = "\n".join(line.text for line in log.lines)
+        assert "small one" in shown and "000000000 000000001" in shown
+        assert f"… {len(big) - TEXT_SHOWN_CHARS:,} more characters not shown (10,000,000 in all)" in shown
+        assert "nb tail --json RUN or RunReader.text() has all of it" in " ".join(shown.split())  # wrapped
+        assert len(shown) < 2 * TEXT_SHOWN_CHARS
+        await pilot.press("q")
+    assert app.return_code == 0
+
+
+def test_a_text_of_many_short_lines_is_cut_by_lines():
+    from nbcli.tui.model import TEXT_SHOWN_LINES, shown_text
+
+    text = "line\n" * (3 * TEXT_SHOWN_LINES)
+    out = shown_text(text).split("\n")
+    assert out[:TEXT_SHOWN_LINES] == ["line"] * TEXT_SHOWN_LINES
+    assert out[TEXT_SHOWN_LINES].startswith("… ") and len(out) == TEXT_SHOWN_LINES + 1
+    assert shown_text("short\ntext") == "short\ntext"
