@@ -44,6 +44,7 @@ from ._tail import KINDS, Event, Follower, json_number
 #: The keys every alert has, in this order (rule-specific values follow).
 ALERT_KEYS = ("rule", "level", "run", "rank", "host", "tag", "step", "wall_time", "message")
 
+_ALL = 1 << 62  # Follower.stream(last=_ALL): every event, built one at a time
 _GPU_UTIL = re.compile(r"system/gpu(\d+)/utilization_percent\Z")
 _GPU_THROTTLE = re.compile(r"system/gpu(\d+)/throttle_(thermal|power_cap|hw_slowdown)\Z")
 
@@ -108,19 +109,29 @@ class Spike:
     tag's previous ``window`` finite points (scaled by 1.4826, the normal consistency
     constant); a tag whose window has no spread at all is not judged."""
 
+    #: The median and MAD are recomputed every this many points (they move slowly; a
+    #: long history read at once costs ~1 µs a point instead of ~10).
+    REFRESH = 8
+
     def __init__(self, window: int = 50, z: float = 10.0, warmup: int = 20):
         self.window, self.z, self.warmup = window, z, max(warmup, 3)
-        self._points: dict[tuple[int, str], deque] = {}
+        self._points: dict[tuple[int, str], list] = {}  # [deque of points, median, mad, points since]
 
     def feed(self, ev: Event, run: str, host: str | None) -> dict | None:
         """An alert if ``ev`` (a scalar) is a spike against the points before it."""
         if ev.kind != "scalar" or ev.value is None or not math.isfinite(ev.value):
             return None
-        pts = self._points.setdefault((ev.rank, ev.tag), deque(maxlen=self.window))
+        state = self._points.get((ev.rank, ev.tag))
+        if state is None:
+            state = self._points[(ev.rank, ev.tag)] = [deque(maxlen=self.window), 0.0, 0.0, self.REFRESH]
+        pts = state[0]
         alert = None
         if len(pts) >= self.warmup:
-            med = statistics.median(pts)
-            mad = statistics.median(abs(p - med) for p in pts) * 1.4826
+            if state[3] >= self.REFRESH:
+                med = statistics.median(pts)
+                state[1], state[2], state[3] = med, statistics.median(abs(p - med) for p in pts) * 1.4826, 0
+            med, mad = state[1], state[2]
+            state[3] += 1
             if mad > 0:
                 score = (ev.value - med) / mad
                 if abs(score) >= self.z:
@@ -329,7 +340,7 @@ class Watcher:
         found: list[dict] = []
         run = self.name
         for rank, follower in sorted(self._followers.items()):
-            events = follower.poll()
+            events = follower.stream(last=_ALL)  # one by one: memory bounded by a read window
             host = self._host(rank, follower)
             prog = self._progress.setdefault(rank, Progress())
             for ev in events:
