@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import subprocess
@@ -12,7 +11,7 @@ from typing import Annotated
 import typer
 
 from .._options import Json, Root, RunArg
-from .._output import Output, Styled, clean, emit_json_line, fmt_time, info, warn
+from .._output import Output, Styled, clean, emit_json_line, fmt_time, info, json_text, warn
 
 _LEVEL_STYLE = {"error": "bold red", "warn": "yellow", "info": "cyan"}
 
@@ -24,13 +23,16 @@ def _opt(name: str, help: str, **kw) -> object:
 def _run_exec(argv: list[str], alert: dict, timeout: float) -> None:
     """Run ``argv`` with ``alert`` as JSON on stdin; a failure is a warning, never fatal."""
     try:
-        done = subprocess.run(argv, input=json.dumps(alert, allow_nan=False) + "\n", text=True, timeout=timeout,
-                              stdout=sys.stderr, check=False)
+        done = subprocess.run(argv, input=json_text(alert, indent=None) + "\n", text=True, timeout=timeout,
+                              stdout=subprocess.PIPE, check=False)
     except subprocess.TimeoutExpired:
         warn(f"--exec {clean(shlex.join(argv))}: still running after {timeout:g} s; killed")
     except OSError as err:
         warn(f"--exec {clean(shlex.join(argv))}: {clean(err.strerror or err)}")
     else:
+        if done.stdout:  # what it printed goes to stderr: stdout is the alerts' own
+            sys.stderr.write(done.stdout)
+            sys.stderr.flush()
         if done.returncode:
             warn(f"--exec {clean(shlex.join(argv))}: exit status {done.returncode}")
 

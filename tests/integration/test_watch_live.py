@@ -171,3 +171,16 @@ def test_gpu_idle_and_throttled_from_the_system_metrics(tmp_path: Path) -> None:
                    ("gpu_throttled", "system/gpu1/throttle_thermal")], got
     after = nb("watch", "gpu-00000001", "--once", "--gpu-idle", "10", "--gpu-samples", "5", root=tmp_path)
     assert after.returncode == 0 and after.stdout == "", after.stdout
+
+
+def test_exec_timeouts_are_reported_and_its_output_kept_off_stdout(tmp_path: Path) -> None:
+    run_job(tmp_path, "hook-00000002", 1, {**CLEAN, "nan_at": 10})
+    slow = shlex.join([sys.executable, "-c", "import time; print('hello from the hook', flush=True); time.sleep(30)"])
+    proc = nb("watch", "hook-00000002", "--once", "--json", "--exec", slow, "--exec-timeout", "2", root=tmp_path)
+    assert proc.returncode == 1
+    (alert,) = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert alert["rule"] == "nonfinite"
+    assert "still running after 2 s; killed" in proc.stderr
+    chatty = shlex.join([sys.executable, "-c", "import sys; sys.stdin.read(); print('hello from the hook')"])
+    proc = nb("watch", "hook-00000002", "--once", "--json", "--exec", chatty, root=tmp_path)
+    assert proc.returncode == 1 and "hello from the hook" in proc.stderr and "hello" not in proc.stdout
