@@ -184,3 +184,40 @@ def test_exec_timeouts_are_reported_and_its_output_kept_off_stdout(tmp_path: Pat
     chatty = shlex.join([sys.executable, "-c", "import sys; sys.stdin.read(); print('hello from the hook')"])
     proc = nb("watch", "hook-00000002", "--once", "--json", "--exec", chatty, root=tmp_path)
     assert proc.returncode == 1 and "hello from the hook" in proc.stderr and "hello" not in proc.stdout
+
+
+def test_a_rank_stopped_with_sigstop_is_one_stall(tmp_path: Path) -> None:
+    """SIGSTOP freezes rank 1 (its writer thread too) while rank 0 goes on: one stall
+    alert naming rank 1 against rank 0's step, none for rank 0; SIGCONT lets it finish."""
+    import signal
+
+    watch = subprocess.Popen([*NB, "watch", "stop-00000001", "--json", "--interval", "0.3", "--stall-floor", "1.0"],
+                             env=base_env(NB_DIR=str(tmp_path)), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+    procs = start_ranks(tmp_path, "stop-00000001", 2, {"steps": 400, "sleep": 0.012, "seed": 3})
+    log = tmp_path / "watch" / "stop-00000001" / "events.r1.s0.log"
+    try:
+        deadline = time.monotonic() + HANG_S
+        while not (log.exists() and log.stat().st_size > 2000) and time.monotonic() < deadline:
+            time.sleep(0.05)  # the rank has logged a few steps: not a wait for a flush of ours
+        procs[1].send_signal(signal.SIGSTOP)
+        guard = threading.Timer(30, procs[1].send_signal, (signal.SIGCONT,))  # no alert: no hang either
+        guard.start()
+        stall = None
+        for line in watch.stdout:
+            alert = json.loads(line)
+            assert alert["rule"] == "stall", alert
+            stall = alert
+            break
+        guard.cancel()
+        procs[1].send_signal(signal.SIGCONT)
+        assert wait_all(procs) == [0, 0]
+        rest, err = watch.communicate(timeout=HANG_S)
+    finally:
+        for p in [*procs, watch]:
+            if p.poll() is None:
+                p.send_signal(signal.SIGCONT)
+                p.kill()
+    assert watch.returncode == 0, err
+    assert stall is not None and stall["rank"] == 1 and "while others are at" in stall["message"], stall
+    assert [json.loads(line) for line in rest.splitlines()] == []
