@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import signal
 import time
 from collections.abc import Callable, Iterable
 
@@ -48,10 +50,23 @@ class NbTui(App):
                 self._model.preload_in_background()  # read while Textual starts
 
     def on_mount(self) -> None:
+        self._trap_signals()
         if self.runs:
             self.push_screen(RunScreen(self.runs, poll_s=self.poll_s, model=self._model))
         else:
             self.push_screen(RunsScreen(self.root, self.project, poll_s=self.poll_s))
+
+    def _trap_signals(self) -> None:
+        """SIGTERM and SIGHUP end the app as q does (the terminal restored: no alternate
+        screen, no mouse reporting left on), with the exit status 128 + the signal's
+        number (143 for SIGTERM) in :attr:`return_code`. Only where the event loop can
+        take signal handlers (the main thread of a Unix process)."""
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            try:
+                loop.add_signal_handler(sig, self.exit, None, 128 + sig)
+            except (NotImplementedError, RuntimeError, ValueError):
+                pass
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
