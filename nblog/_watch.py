@@ -10,7 +10,8 @@ nonfinite      the first NaN or infinity of a scalar tag on a rank
 spike          a point whose robust z-score (against the median and MAD of the tag's last
                ``spike_window`` points) is at least ``spike_z``, after ``spike_warmup`` points
 stall          a rank with no new step for ``stall_k`` × its median step time (at least
-               ``stall_floor_s``) while its session is open, named against the others' step
+               ``stall_floor_s``) while its session is open, named against the others' step;
+               a rank that logs no steps, by its last frame of any kind (heartbeats)
 straggler      a rank whose timer mean over the last ``straggler_steps`` steps is at least
                ``straggler_ratio`` × the median of the ranks (the rule of ``nb timers``:
                :func:`nblog._summary.timer_report`)
@@ -168,6 +169,12 @@ class Progress:
                 self.per_step.append((ev.wall_time - self.since) / (ev.step - self.step))
             self.step, self.since = ev.step, ev.wall_time
 
+    def heard(self, wall: float) -> None:
+        """A frame of any kind (a heartbeat) was written at unix time ``wall``: progress
+        for a rank that logs no steps."""
+        if self.step is None:
+            self.since = max(self.since if self.since is not None else wall, wall)
+
     def limit(self, k: float, floor: float) -> float:
         """Seconds without progress that make a stall: k × the median step time, at least ``floor``."""
         med = statistics.median(self.per_step) if self.per_step else 0.0
@@ -193,6 +200,8 @@ def stall_alerts(progress: dict[int, Progress], open_ranks: set[int], hosts: dic
             msg = f"{where} stopped at step {p.step:,} while others are at {ahead:,}"
         elif p.step is not None:
             msg = f"{where}: no new step after step {p.step:,} for {idle:.0f} s (limit {limit:.0f} s)"
+        elif ahead is not None:
+            msg = f"{where} went silent {idle:.0f} s ago while others are at step {ahead:,}"
         else:
             msg = f"{where}: no new data for {idle:.0f} s (limit {limit:.0f} s)"
         out.append(make_alert("stall", "error", run, rank, hosts.get(rank), None, p.step, p.since, msg,
@@ -356,6 +365,9 @@ class Watcher:
                 if alert:
                     found.append(alert)
             for session, log in _logs(follower):
+                start = log.header.get("wall_start")
+                if isinstance(start, (int, float)) and not isinstance(start, bool) and math.isfinite(start):
+                    prog.heard(start + log.max_ms / 1000.0)  # its last frame (heartbeats: NB_HEARTBEAT_S)
                 seen = self._events_seen.get((rank, session), 0)
                 for ev in log.events[seen:]:
                     alert = event_alert(ev, run, rank, session, host)

@@ -25,11 +25,11 @@ HANG_S = 120
 KEYS = ["rule", "level", "run", "rank", "host", "tag", "step", "wall_time", "message"]
 
 
-def start_ranks(root: Path, run_id: str, world: int, spec: dict) -> list[subprocess.Popen]:
+def start_ranks(root: Path, run_id: str, world: int, spec: dict, **extra: str) -> list[subprocess.Popen]:
     procs = []
     for rank in range(world):
         env = base_env(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world),
-                       NB_DIR=str(root), NB_RUN_ID=run_id, OMP_NUM_THREADS="1")
+                       NB_DIR=str(root), NB_RUN_ID=run_id, OMP_NUM_THREADS="1", **extra)
         procs.append(subprocess.Popen([sys.executable, str(SCRIPT), json.dumps(spec)], env=env,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     return procs
@@ -221,3 +221,44 @@ def test_a_rank_stopped_with_sigstop_is_one_stall(tmp_path: Path) -> None:
     assert watch.returncode == 0, err
     assert stall is not None and stall["rank"] == 1 and "while others are at" in stall["message"], stall
     assert [json.loads(line) for line in rest.splitlines()] == []
+
+
+def test_a_rank_heard_only_by_its_heartbeats_stalls_when_they_stop(tmp_path: Path) -> None:
+    """Rank 1 logs no step, only an alert and then the writer's heartbeats (every 0.3 s
+    of silence): quiet but alive, no stall; frozen with SIGSTOP, it went silent while
+    rank 0 goes on: one stall alert."""
+    import signal
+
+    watch = subprocess.Popen([*NB, "watch", "beat-00000001", "--json", "--interval", "0.3", "--stall-floor", "1.2"],
+                             env=base_env(NB_DIR=str(tmp_path)), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+    seen: list[tuple[float, dict]] = []
+    reader = threading.Thread(target=lambda: seen.extend((time.time(), json.loads(x)) for x in watch.stdout),
+                              daemon=True)
+    reader.start()
+    procs = start_ranks(tmp_path, "beat-00000001", 2,
+                        {"steps": 600, "sleep": 0.012, "seed": 4, "quiet_rank": 1, "quiet_s": 6.0},
+                        NB_HEARTBEAT_S="0.3")
+    try:
+        deadline = time.monotonic() + HANG_S
+        while not any(a["rule"] == "alert" for _t, a in seen) and time.monotonic() < deadline:
+            time.sleep(0.05)  # rank 1 is up (its alert was read)
+        time.sleep(2.5)  # the quiet stretch under test: longer than --stall-floor, heartbeats only
+        stopped = time.time()
+        procs[1].send_signal(signal.SIGSTOP)
+        while not any(a["rule"] == "stall" for _t, a in seen) and time.monotonic() < deadline \
+                and procs[0].poll() is None:
+            time.sleep(0.05)
+        procs[1].send_signal(signal.SIGCONT)
+        assert wait_all(procs) == [0, 0]
+        assert watch.wait(timeout=HANG_S) == 0, watch.stderr.read()
+    finally:
+        for p in [*procs, watch]:
+            if p.poll() is None:
+                p.send_signal(signal.SIGCONT)
+                p.kill()
+    reader.join(timeout=10)
+    stalls = [(t, a) for t, a in seen if a["rule"] == "stall"]
+    assert len(stalls) == 1, [a["message"] for _t, a in seen]
+    when, stall = stalls[0]
+    assert stall["rank"] == 1 and "went silent" in stall["message"] and when > stopped, stall

@@ -6,6 +6,7 @@ all-ranks "data" timer), seed, nan_at (rank 0: train/loss NaN), spike_at (rank 0
 train/grad_norm 10x), slow_rank with slow_from/slow_to/slow_sleep (that rank's data
 timer is slower), stop_rank/stop_at/hold (that rank stops logging for ``hold`` seconds),
 alert_rank/alert_at/alert_title (run.alert), fail_rank (raises after its last step),
+quiet_rank/quiet_s (that rank raises one alert, then logs nothing for quiet_s),
 gpu (sample GPU metrics every 0.05 s: put tests/fakes first on PYTHONPATH).
 """
 
@@ -23,6 +24,11 @@ def main() -> None:
     spec = json.loads(sys.argv[1])
     run = nb.init("watch", system=["gpu"] if spec.get("gpu") else False, system_interval=0.05, flush_interval=0.05)
     rng = random.Random(spec.get("seed", 0) * 1000 + run.rank)
+    if run.rank == spec.get("quiet_rank"):  # an event log, then only the writer's heartbeats
+        run.alert("quiet rank here")
+        time.sleep(spec.get("quiet_s", 5.0))
+        run.finish()
+        return
     for step in range(spec.get("steps", 100)):
         if run.rank == spec.get("stop_rank") and step == spec.get("stop_at"):
             run.flush()
