@@ -190,8 +190,10 @@ class RunScreen(Screen):
                     default = status.tags[0] if status.tags else None
                 else:
                     default = self.status.tags[0] if self.status.tags else None
-                    # nothing new, yet a silent run turns stale (the catalog's rule, as nb ls)
-                    word = model.run_status(now)
+                    # nothing new, yet a silent run turns stale (the catalog's rule, as nb ls);
+                    # an ended run's status changes only with new data: an idle viewer stays idle
+                    word = model.run_status(now) if self.status.status in ("running", "waiting", "unknown") \
+                        else self.status.status
                     if word != self.status.status:
                         self.post_message(StatusReady(dataclasses.replace(self.status, status=word)))
                 if req.refresh and not changed and self._shown_seq.get(req.view):
