@@ -1,6 +1,6 @@
 """A real terminal (tmux, 100×30): ``NO_COLOR=1 nb tui RUN`` opens the run and its
 views; SIGTERM ends ``nb tui`` with the terminal restored (the shell's screen back,
-no mouse reporting left on) and exit status 143."""
+no mouse reporting left on) and exit status 143 (SIGHUP: 129)."""
 
 from __future__ import annotations
 
@@ -69,16 +69,17 @@ def test_no_color_opens_the_run_and_its_views(tmp_path):
         subprocess.run([TMUX, "kill-session", "-t", session], capture_output=True)
 
 
-def test_sigterm_restores_the_terminal_and_exits_143(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_restores_the_terminal_and_exits_143(tmp_path, sig):
     session = f"nbterm{os.getpid()}"
     try:
         pidfile = start(tmp_path, session)
         wait_for(lambda: "rank 0 · ranks" in screen(session), 60, "the run screen", session)
         assert tmux("display", "-p", "-t", session, "#{alternate_on}").strip() == "1"
         with open(pidfile) as f:
-            os.kill(int(f.read()), signal.SIGTERM)
+            os.kill(int(f.read()), sig)
         wait_for(lambda: "nb-exit=" in screen(session), 20, "nb tui exiting", session)
-        assert "nb-exit=143" in screen(session)
+        assert f"nb-exit={128 + sig}" in screen(session)  # 143 for SIGTERM, 129 for SIGHUP
         assert "Terminated" not in screen(session)
         state = tmux("display", "-p", "-t", session,
                      "#{alternate_on} #{mouse_any_flag} #{mouse_button_flag} #{mouse_standard_flag} #{cursor_flag}")
