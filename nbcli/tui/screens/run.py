@@ -34,7 +34,7 @@ from .prompt import RankPrompt
 VIEWS = ("scalars", "timers", "system", "text", "media")
 FOCUS = {"scalars": "#tags", "timers": "#timer-table", "system": "#sys-scroll", "text": "#text-log",
          "media": "#media-list"}
-STATUS_STYLE = {"running": "bold green", "finished": "bold", "failed": "bold red", "stale": "yellow"}
+STATUS_STYLE = {"running": "bold green", "finished": "bold", "failed": "bold red", "preempted": "yellow", "stale": "yellow"}
 
 
 class PlotGrid(Container):

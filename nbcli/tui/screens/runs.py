@@ -21,7 +21,7 @@ from textual.widgets import DataTable, Footer, Input, Static
 from ..messages import RunsLoaded
 from ..text import fmt_duration, fmt_span, fmt_time, lit
 
-STATUS_STYLE = {"running": "bold green", "finished": "", "failed": "bold red", "stale": "yellow", "unknown": "dim"}
+STATUS_STYLE = {"running": "bold green", "finished": "", "failed": "bold red", "preempted": "yellow", "stale": "yellow", "unknown": "dim"}
 COLUMNS = ("", "run", "project", "name", "status", "ranks", "sess", "last step", "started", "active")
 # fixed widths: the layout does not depend on when rows arrive (long names are cut)
 WIDTHS = (1, 18, 8, 10, 8, 5, 4, 13, 16, 7)
