@@ -194,12 +194,19 @@ def test_a_rank_stopped_with_sigstop_is_one_stall(tmp_path: Path) -> None:
     watch = subprocess.Popen([*NB, "watch", "stop-00000001", "--json", "--interval", "0.3", "--stall-floor", "1.0"],
                              env=base_env(NB_DIR=str(tmp_path)), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)
-    procs = start_ranks(tmp_path, "stop-00000001", 2, {"steps": 400, "sleep": 0.012, "seed": 3})
-    log = tmp_path / "watch" / "stop-00000001" / "events.r1.s0.log"
+    procs = start_ranks(tmp_path, "stop-00000001", 2,  # rank 1 a little slower: rank 0 gets ahead of it
+                        {"steps": 300, "sleep": 0.012, "seed": 3, "slow_rank": 1, "slow_sleep": 0.02})
+    from nblog._tail import Follower
+
+    follow = [Follower(tmp_path / "watch" / "stop-00000001", rank=r) for r in (0, 1)]
+    top = [-1, -1]
     try:
-        deadline = time.monotonic() + HANG_S
-        while not (log.exists() and log.stat().st_size > 2000) and time.monotonic() < deadline:
-            time.sleep(0.05)  # the rank has logged a few steps: not a wait for a flush of ours
+        deadline = time.monotonic() + 30
+        # both ranks logging, rank 0 at a step past rank 1's: "while others are at" holds
+        while not (top[1] >= 20 and top[0] > top[1]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+            for r in (0, 1):
+                top[r] = max([top[r]] + [ev.step for ev in follow[r].poll()])
         procs[1].send_signal(signal.SIGSTOP)
         guard = threading.Timer(30, procs[1].send_signal, (signal.SIGCONT,))  # no alert: no hang either
         guard.start()
@@ -237,7 +244,7 @@ def test_a_rank_heard_only_by_its_heartbeats_stalls_when_they_stop(tmp_path: Pat
                               daemon=True)
     reader.start()
     procs = start_ranks(tmp_path, "beat-00000001", 2,
-                        {"steps": 600, "sleep": 0.012, "seed": 4, "quiet_rank": 1, "quiet_s": 6.0},
+                        {"steps": 700, "sleep": 0.012, "seed": 4, "quiet_rank": 1, "quiet_s": 7.0},
                         NB_HEARTBEAT_S="0.3")
     try:
         deadline = time.monotonic() + HANG_S
