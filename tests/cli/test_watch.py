@@ -80,3 +80,30 @@ def test_watcher_follow_stops_when_the_run_ended(runs):
     watcher = Watcher("dup-aaaa0001", runs, sleep=sleeps.append, clock=lambda: 4e9)
     batches = list(watcher.follow(interval=5.0))
     assert batches == [[]] and sleeps == [] and watcher.done()
+
+
+def test_gpu_rule_counts_samples_in_a_row_only_while_running():
+    from nblog._watch import GpuState
+
+    rule = GpuState(idle_percent=10, samples=3)
+    tag = "system/gpu0/utilization_percent"
+
+    def sample(i, value, running=True):
+        return rule.feed(Event(0, 0, i, "system", tag, float(i), value), "r", "h", running)
+
+    assert [sample(0, 1.0), sample(1, 1.0), sample(2, 50.0), sample(3, 1.0), sample(4, 1.0, running=False)] == \
+        [None] * 5  # broken by a busy sample and by a run no longer running
+    assert [sample(5, 1.0), sample(6, 1.0)] == [None, None]
+    alert = sample(7, 2.0)
+    assert alert["rule"] == "gpu_idle" and alert["samples"] == 3 and alert["host"] == "h"
+    assert rule.feed(Event(0, 0, 8, "system", "system/cpu_percent", 8.0, 0.0), "r", None, True) is None
+
+
+def test_event_of_a_hostile_file_gives_an_alert_without_raising():
+    from nblog._watch import event_alert
+
+    bad = {"kind": "failure", "type": 3, "message": ["x"], "step": True, "wall": "soon"}
+    alert = event_alert(bad, "r", 2, 0, None)
+    assert alert["step"] is None and alert["wall_time"] is None and alert["type"] is None
+    assert alert["message"] == "failed: rank 2, before the first step, ?"
+    assert event_alert({"kind": "something-new"}, "r", 0, 0, None) is None
