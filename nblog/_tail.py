@@ -361,6 +361,12 @@ class Follower:
         """Session numbers of this rank's event logs found so far (after a poll)."""
         return sorted(self._sessions)
 
+    def logs(self) -> list[tuple[int, LogFile]]:
+        """``(session, LogFile)`` of the session files read so far, in session order: each
+        LogFile keeps its header, its END record and its failure and alert events as it
+        is polled (``nb watch`` reads them)."""
+        return [(s, self._sessions[s].file) for s in sorted(self._sessions)]
+
     def follow(
         self,
         interval: float = 0.25,

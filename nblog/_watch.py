@@ -444,4 +444,4 @@ class Watcher:
 def _logs(follower: Follower) -> list:
     """``(session, LogFile)`` of the session files ``follower`` reads, in order (their
     failure and alert events and END records are kept on the LogFile as it polls)."""
-    return [(s, follower._sessions[s].file) for s in follower.sessions()]
+    return follower.logs()
