@@ -92,6 +92,10 @@ def show(run: RunArg, tags: Tags = None, root: Root = None, as_json: Json = Fals
               title="Config" + (f" (of session {info['sessions'][0]['session']})" if changed else ""))
     for s in changed:
         out.line(data(_config_note(s), "yellow"))
+    for s in info["sessions"]:
+        if s.get("config_unknown"):
+            out.line(data(f"session {s['session']}: config unknown (rebuilt from its event log after "
+                          "run.json could not be read)", "yellow"))
     out.gap()
     out.table(
         [Column("SESSION", True), Column("STARTED"), Column("ENDED"), Column("HOST"), Column("PID", True),

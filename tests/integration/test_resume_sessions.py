@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
 from _nbproc import base_env, mpirun_env, run_ranks, srun_env, start_rank, wait
 
@@ -149,3 +151,8 @@ def test_a_garbage_run_json_keeps_each_sessions_end_and_steps_from_its_log(tmp_p
     shown = overview(nb.RunReader(str(run_dir)))["sessions"]
     assert [s["config_unknown"] for s in shown] == [False, True, False]
     assert shown[1]["end"] == s1["end"] and shown[1]["last_step"] == 19
+    # and nb show says so, rather than showing the run's config as if it were session 1's
+    show = subprocess.run([sys.executable, "-c", "from nbcli.app import main; main()", "show", str(run_dir)],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert show.returncode == 0, show.stderr
+    assert "session 1: config unknown (rebuilt from its event log" in show.stdout
