@@ -10,6 +10,7 @@ import os
 import time
 from collections.abc import Mapping
 
+from . import _format as F
 from ._errors import AmbiguousRunError, NbError, RunNotFoundError
 from ._runfile import RUN_JSON, parse_event_file_name, read_json_file
 
@@ -289,16 +290,9 @@ def _rows(root: str | os.PathLike | None, project: str | None, metas: list | Non
 SUMMARY_STATS = ("last", "step", "min", "max")
 
 
-def _summary_number(value: object) -> float | None:
-    """A summary value as a float: JSON numbers, and "nan"/"inf"/"-inf" (run.json holds
-    no bare NaN); None for anything else."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    if value in ("nan", "inf", "-inf"):
-        return float(value)
-    return None
+#: A summary value as a float: JSON numbers, and "nan"/"inf"/"-inf" (run.json holds
+#: no bare NaN); None for anything else.
+_summary_number = F.number_from_json
 
 
 def tag_summaries(run_dir: str, meta: Mapping | None = None) -> dict[str, dict]:

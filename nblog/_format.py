@@ -28,6 +28,7 @@ This module imports only the standard library; bulk decoding with numpy lives in
 from __future__ import annotations
 
 import json
+import math
 import struct
 import zlib
 
@@ -150,6 +151,28 @@ def decode_texts(payload: bytes) -> list[tuple[int, int, int, str]]:
         items.append((step, tid, ms, payload[pos : pos + n].decode("utf-8")))
         pos += n
     return items
+
+
+def json_number(value: float | None) -> float | str | None:
+    """``value`` itself when finite (or None), else ``"nan"``, ``"inf"`` or ``"-inf"``:
+    JSON has no such numbers (``run.json``'s summary, ``--json`` outputs)."""
+    if value is None or math.isfinite(value):
+        return value
+    if math.isnan(value):
+        return "nan"
+    return "inf" if value > 0 else "-inf"
+
+
+def number_from_json(value: object) -> float | None:
+    """The inverse of :func:`json_number`: a JSON number, or "nan"/"inf"/"-inf", as a
+    float; None for anything else (``null``, a bool, other strings)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if value in ("nan", "inf", "-inf"):
+        return float(value)
+    return None
 
 
 def loads_json(raw: bytes | bytearray | memoryview) -> object:

@@ -524,7 +524,11 @@ def _make_run(project, name, rid, run_dir, ranks: RankInfo, runfile: RunFile | N
 
             def on_first(step: int, _s=run.session) -> None:
                 written[0] = last = max(step, _highest_step(run) or 0)
-                runfile.update_session(_s, first_step=step, last_step=last, updated=time.time())
+                writer = holder[0]
+                changes = writer.summary_changes if writer is not None else 0
+                extra = {"summary": writer.summary()} if changes else {}  # folded before this call
+                runfile.update_session(_s, first_step=step, last_step=last, updated=time.time(), **extra)
+                written[1] = changes
 
             def on_progress(_s=run.session) -> bool:
                 step = _highest_step(run)

@@ -475,11 +475,15 @@ class RunFile:
             write_json_atomic(self.path, self.data)
 
     def update_session(self, session: int, **changes: object) -> None:
-        """Set fields of session ``session`` (and the top-level ``status`` if given)."""
+        """Set fields of session ``session`` (and the top-level ``status`` and
+        ``summary`` if given)."""
         with self._lock:
             status = changes.pop("status", None)
             if status is not None:
                 self.data["status"] = status
+            summary = changes.pop("summary", None)
+            if summary is not None:
+                self.data["summary"] = summary
             for s in self.data.get("sessions", []):
                 if s.get("session") == session:
                     s.update(changes)

@@ -15,6 +15,13 @@ long a media backlog takes to encode (PNG compression of a large image takes sec
 Locks: ``_media_lock`` (one encoder at a time) is taken before ``_lock`` (the event
 log), never after it.
 
+Rank 0's writer also keeps the run summary (``summary=``; see ``man 5 nb-format``, RUN.JSON):
+each drained batch of points is folded, per scalar tag, into its last value and step,
+its min and max, without a loop per point where the batch has a regular shape (one tag,
+or the same tags in the same order at every step): strided views of the records
+(``memoryview.cast``) go through ``min``/``max`` in C. The summary reaches ``run.json``
+with the progress update (``on_progress`` reads :meth:`Writer.summary`), never per point.
+
 Files are created with ``O_CREAT | O_EXCL | O_NOFOLLOW`` (never through a symbolic link
 someone placed there) and opened for append; a failed write is cut back with
 ``ftruncate`` so a full disk never leaves a torn frame in the middle of a file.
@@ -67,6 +74,9 @@ class Writer:
             step that moves is recorded within ``flush_interval`` of the interval's
             end, and the first one within ``flush_interval`` of the first drain.
         progress_interval: seconds (default 5).
+        summary: track the run summary, starting from this one (``run.json``'s
+            ``summary`` of the earlier sessions, JSON form; ``{}`` for a new run). None
+            (the default): no summary is kept (ranks other than 0).
         media_sink: turns queued media items into ``(step, tag id, ms, offset, length,
             meta)`` references, in the media thread (encoding and the media pack).
             Without one, queued items are written as references as they are.
@@ -87,6 +97,7 @@ class Writer:
         on_progress: Callable[[], None] | None = None,
         progress_interval: float = 5.0,
         media_sink: Callable[[list], list] | None = None,
+        summary: dict | None = None,
     ):
         self.path = path
         # The caller may have filled these before the writer existed (lazy creation).
@@ -95,6 +106,13 @@ class Writer:
         # failures and alerts (dicts), each written as a STATS frame with an "event" key
         self.events: list[dict] = []
         self._system_tids: set[int] = set()
+        # the run summary: scalar tag id -> name, per tag id [last, step, min, max],
+        # the earlier sessions' entries, and a change counter
+        self._summary_on = summary is not None
+        self._scalar_names: dict[int, str] = {}
+        self._fold: dict[int, list] = {}
+        self._summary_start: dict = dict(summary or {})
+        self.summary_changes = 0
         self._on_first_step = on_first_step
         self._first_step_known = on_first_step is None
         self._flush_interval = flush_interval
@@ -355,9 +373,11 @@ class Writer:
         if n_defs:
             defs = self.tag_defs[:n_defs]
             del self.tag_defs[:n_defs]
-            for tid, kind, _ in defs:
+            for tid, kind, name in defs:
                 if kind == F.KIND_SYSTEM:
                     self._system_tids.add(tid)
+                elif kind == F.KIND_SCALAR and self._summary_on:
+                    self._scalar_names[tid] = name
             if not self._write(F.frame(F.FRAME_TAGS, F.encode_tag_defs(defs)), "tags"):
                 # A record never goes before its tag's definition: keep the definitions
                 # for the next drain, drop (and count) what this drain would have written.
@@ -373,10 +393,15 @@ class Writer:
             chunk = bytes(self.points[:take])
             del self.points[:take]
             n_points -= take
-            if not self._first_step_known:
-                self._find_first_step_in_points(chunk)
             if not self._write(F.frame(F.FRAME_POINTS, chunk), "points"):
                 self.dropped["write_error"] += take // F.POINT_SIZE
+            elif self._scalar_names:  # the summary covers the points on disk
+                try:
+                    self._fold_points(chunk)
+                except Exception as exc:  # a bug here must not stop the event log
+                    self._warn_once("summary", f"nblog: run summary not updated: {exc!r}")
+            if not self._first_step_known:  # after the fold: run.json's first write has the summary
+                self._find_first_step_in_points(chunk)
             wrote = True
         if n_text:
             items = self.texts[:n_text]
@@ -394,6 +419,85 @@ class Writer:
                 self._write_stats({"event": event})
             wrote = True
         return wrote
+
+    # -- run summary -----------------------------------------------------------------
+
+    def summary(self) -> dict:
+        """The run summary as ``run.json`` holds it: per scalar tag ``{"last", "step",
+        "min", "max"}``, non-finite values as "nan"/"inf"/"-inf" (``F.json_number``),
+        the earlier sessions' tags included. ``summary_changes`` counts the changes, so a
+        caller can tell whether there is anything new. Called from the progress
+        callback (the writer thread, holding ``_lock``) and after :meth:`close`."""
+        out = dict(self._summary_start)
+        num = F.json_number
+        names = self._scalar_names
+        for tid, (last, step, lo, hi) in list(self._fold.items()):
+            out[names[tid]] = {"last": num(last), "step": step, "min": num(lo), "max": num(hi)}
+        return out
+
+    def _fold_points(self, chunk: bytes) -> None:
+        """Fold a batch of point records into the summary, per scalar tag. Records are
+        (step i64, value f64, tag u32, ms u32): as 8-byte items, record i is items
+        3i..3i+2, its tag the 4-byte item 6i+4. Caller holds ``_lock``."""
+        view = memoryview(chunk)
+        steps, values = view.cast("q"), view.cast("d")
+        tids = view.cast("I")[4::6].tolist()
+        n = len(tids)
+        first = tids[0]
+        try:
+            period = tids.index(first, 1)
+        except ValueError:
+            period = n
+        names = self._scalar_names
+        if period == n or (tids[period:] == tids[:-period] and len(set(tids[:period])) == period):
+            # one tag, or the same tags in the same order at every step: strided views
+            stride = 3 * period
+            for k in range(period):
+                if tids[k] in names:
+                    self._fold_tag(tids[k], steps[3 * k::stride], values[3 * k + 1::stride])
+            return
+        groups: dict[int, list[int]] = {}
+        for i, tid in enumerate(tids):
+            if tid in names:
+                groups.setdefault(tid, []).append(i)
+        for tid, rows in groups.items():
+            self._fold_tag(tid, [steps[3 * i] for i in rows], [values[3 * i + 1] for i in rows])
+
+    def _fold_tag(self, tid: int, steps, values) -> None:
+        """Fold one tag's points (``steps``, ``values``: sequences in log order) into
+        its entry: last = the value at the largest step (latest among equal ones; the
+        session's first point replaces the earlier sessions' last, as the hiding rule
+        does), min and max ignoring NaN (``min`` of Python skips a NaN anywhere but
+        first, so a NaN first means a filtered pass), ±inf counted."""
+        top = max(steps)
+        j = len(steps) - 1
+        if steps[j] != top:
+            j -= list(steps)[::-1].index(top)
+        lo, hi = min(values), max(values)
+        if lo != lo:  # the first value is NaN
+            finite = [v for v in values if v == v]
+            lo, hi = (min(finite), max(finite)) if finite else (None, None)
+        entry = self._fold.get(tid)
+        if entry is None:
+            entry = self._fold[tid] = self._start_entry(self._scalar_names[tid])
+        old = entry[:]
+        if top >= entry[1]:  # a new entry's step is -1: the session's first point replaces
+            entry[0], entry[1] = values[j], top
+        if lo is not None:
+            entry[2] = lo if entry[2] is None or lo < entry[2] else entry[2]
+            entry[3] = hi if entry[3] is None or hi > entry[3] else entry[3]
+        if entry != old:
+            self.summary_changes += 1
+
+    def _start_entry(self, name: str) -> list:
+        """A tag's fold state from the earlier sessions' summary: min and max carry on;
+        last and step start over (step -1), since the session's first point replaces
+        them (it hides what the earlier sessions logged from its step on)."""
+        prev = self._summary_start.get(name)
+        lo = hi = None
+        if isinstance(prev, dict):
+            lo, hi = F.number_from_json(prev.get("min")), F.number_from_json(prev.get("max"))
+        return [None, -1, lo, hi]
 
     def _find_first_step_in_points(self, chunk: bytes) -> None:
         for step, _value, tid, _ms in F.POINT.iter_unpack(chunk):

@@ -108,6 +108,11 @@ def bench_nblog(root: str, points: int, repeat: int) -> dict:
         assert len(df) == points
     res[f"read {points:,} points (s)"] = min(times)
 
+    # the writer thread's CPU per million points: its drains (framing, writing, the
+    # run summary's fold), read from its own CPU clock once it has drained everything
+    for label, width in (("1 tag", 1), ("10 tags", 10)):
+        res[f"writer thread CPU, {label} (ms per 1M points)"] = writer_cpu_ms(env, points, width)
+
     # a non-logging rank of a torchrun job (it only remembers the step, for timers)
     rid = "bench-nonzero"
     nb.init("bench", run_id=rid, _environ={"NB_DIR": root, "RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2"}, system=False).finish()
@@ -121,6 +126,29 @@ def bench_nblog(root: str, points: int, repeat: int) -> dict:
     res["non-logging rank add_scalar (ns)"] = per_call_ns(nonlogging, points // repeat, repeat)
     r1.finish()
     return res
+
+
+def writer_cpu_ms(env: dict, points: int, width: int) -> float:
+    """CPU milliseconds the writer thread spends per million points of ``width`` tags
+    per step (a dict), logged as fast as the caller can, drained by that thread alone."""
+    run = nb.init("bench", run_name=f"writer{width}", _environ=env, system=False)
+    tags = {f"train/metric{k}": 0.1 * k for k in range(width)}
+    add = run.add_scalar
+    thread = run._writer._thread
+    clock = time.pthread_getcpuclockid(thread.ident)
+    cpu0 = time.clock_gettime_ns(clock)
+    if width == 1:
+        for i in range(points):
+            add("train/loss", i * 1e-3, step=i)
+    else:
+        for i in range(points // width):
+            add(tags, step=i)
+    while run._points:  # wait for the writer thread's own drain (a benchmark: polling is fine)
+        time.sleep(0.05)
+    time.sleep(2 * run._writer._flush_interval)  # and for the progress update after it
+    cpu = time.clock_gettime_ns(clock) - cpu0
+    run.finish()
+    return cpu / 1e6 * 1e6 / points
 
 
 def bench_tensorboard(root: str, points: int, repeat: int) -> dict | None:
