@@ -166,6 +166,7 @@ class Run(MediaMixin):
         strict: bool,
         make_writer: Callable[[Run], Writer | None] | None,
         step_start: int = 0,
+        scalars_all_ranks: bool = False,
     ):
         self.project = project
         self.name = name
@@ -216,7 +217,9 @@ class Run(MediaMixin):
         self._runfile = None  # rank 0's RunFile (run.json), set by init; update_config writes through it
         can_time = run_dir is not None and make_writer is not None
         if not is_logging:
-            if can_time:
+            if can_time and scalars_all_ranks:  # this rank logs its own scalars
+                self.add_scalar = self._add_scalar_unless_opted_out
+            elif can_time:
                 self.add_scalar = self._remember_step  # timers need the current step
             else:
                 self.add_scalar = _noop
@@ -227,8 +230,8 @@ class Run(MediaMixin):
 
     # -- logging calls -------------------------------------------------------------
 
-    def add_scalar(self, tag, value=None, step=None) -> None:
-        """Log one scalar, or a dict of them, at ``step``. Rank 0 only; never raises.
+    def add_scalar(self, tag, value=None, step=None, all_ranks=None) -> None:
+        """Log one scalar, or a dict of them, at ``step``. Rank 0 only by default; never raises.
 
         Two forms: ``add_scalar("train/loss", 0.5, step=10)`` (as
         torch.utils.tensorboard's ``SummaryWriter.add_scalar``) and
@@ -242,12 +245,20 @@ class Run(MediaMixin):
             step: a non-negative int; None uses the run's own counter, which each call
                 without a step advances by one. It starts at 0 in a new run and after
                 the run's last step in a resumed session (on every rank).
+            all_ranks: True logs on every rank, each into its own event log, with no
+                communication between ranks (read back with ``RunReader.scalars(rank=K)``
+                or ``all_ranks=True``, ``nb tail --rank K``), so viewers can draw the
+                band across ranks; ``init(scalars_all_ranks=True)`` makes it the default.
+                None follows ``init(scalars_all_ranks=...)`` (default: only rank 0
+                logs), False is rank 0 only in any case. The run summary in
+                ``run.json`` is always rank 0's.
 
         A bad tag, value or step is skipped with one warning per (call site, tag) and
         counted in the session; with ``NB_STRICT=1`` it raises ``StrictModeError``.
         A step below the tag's highest step in this session is stored and warned
         once per tag (strict: raises); restarting from a checkpoint belongs in a new
-        session (``init(resume="auto")``). On other ranks this returns at once.
+        session (``init(resume="auto")``). On other ranks, without ``all_ranks``, this
+        returns at once.
         """
         try:
             if step is None:
@@ -317,12 +328,23 @@ class Run(MediaMixin):
             out += _pack(step, value, tid, ms)
         self._points += out
 
-    def _remember_step(self, tag=None, value=None, step=None) -> None:
-        """add_scalar on a rank that does not log scalars but times: keep the step."""
+    def _remember_step(self, tag=None, value=None, step=None, all_ranks=None) -> None:
+        """add_scalar on a rank that does not log scalars but times: keep the step;
+        with ``all_ranks=True``, log on this rank as rank 0 does (creating its writer)."""
+        if all_ranks:
+            if self._writer is not None or self._ensure_writer():
+                return Run.add_scalar(self, tag, value, step)
         if step is None:
             step = self._counter
             self._counter = step + 1
         self._step = step
+
+    def _add_scalar_unless_opted_out(self, tag, value=None, step=None, all_ranks=None) -> None:
+        """add_scalar on a non-zero rank of an ``init(scalars_all_ranks=True)`` run: logs,
+        unless the call says ``all_ranks=False`` (then only the step is kept)."""
+        if all_ranks is False:
+            return self._remember_step(tag, value, step)
+        return Run.add_scalar(self, tag, value, step)
 
     def add_text(self, tag: str, text: str, step: int | None = None) -> None:
         """Log a text (any ``str``, up to 16 MiB of UTF-8) at ``step``. Rank 0 only.
@@ -526,8 +548,8 @@ class Run(MediaMixin):
         inner = self.add_scalar
         own = "add_scalar" in self.__dict__  # a no-op or step-remembering binding
 
-        def add_scalar(tag, value=None, step=None) -> None:
-            inner(tag, value, step)
+        def add_scalar(tag, value=None, step=None, all_ranks=None) -> None:
+            inner(tag, value, step, all_ranks)
             if self._step is not None:
                 self._emit_deferred(self._step)
                 if self.__dict__.get("add_scalar") is add_scalar:

@@ -13,7 +13,8 @@ class Settings(
     namedtuple(
         "Settings",
         "root mode strict resume run_id wait_s flush_interval heartbeat_s system "
-        "system_interval timing_all_ranks progress_s provenance console",
+        "system_interval timing_all_ranks progress_s provenance console scalars_all_ranks",
+        defaults=(False,),
     )
 ):
     """Resolved configuration of one ``init`` call, recorded in ``run.json``.
@@ -40,6 +41,8 @@ class Settings(
             environment) once per session (``provenance=``, ``$NB_PROVENANCE``, True).
         console: capture this process's stdout and stderr into the run folder
             (``console=``, ``$NB_CONSOLE=1``; off by default).
+        scalars_all_ranks: every ``add_scalar`` logs on every rank into that rank's own
+            event log (``scalars_all_ranks=``, ``$NB_SCALARS_ALL_RANKS=1``; off by default).
     """
 
     __slots__ = ()
@@ -107,6 +110,7 @@ def resolve(
     timing_all_ranks: bool,
     provenance: bool | None = None,
     console: bool | None = None,
+    scalars_all_ranks: bool | None = None,
 ) -> Settings:
     """Resolve arguments against ``env``. Raises ``ValueError`` naming a bad one."""
     mode = (mode or env.get("NB_MODE", "") or "online").strip().lower()
@@ -146,6 +150,8 @@ def resolve(
         progress_s=_progress(env),
         provenance=_provenance_flag(env) if provenance is None else bool(provenance),
         console=_flag(env.get("NB_CONSOLE", "")) if console is None else bool(console),
+        scalars_all_ranks=(_flag(env.get("NB_SCALARS_ALL_RANKS", "")) if scalars_all_ranks is None
+                           else bool(scalars_all_ranks)),
     )
 
 
