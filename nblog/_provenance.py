@@ -308,21 +308,9 @@ def collect(env: Mapping[str, str], argv: list[str], cwd: str, *, rank: int, ses
 
 
 def _write_bytes_atomic(path: str, data: bytes) -> None:
-    from ._writer import create_exclusive
+    from ._runfile import write_bytes_atomic  # the one atomic writer, as run.json's
 
-    folder = os.path.dirname(path) or "."
-    tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
-    fd = create_exclusive(tmp, 0o666)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_bytes_atomic(path, data)
 
 
 def _record(run_dir: str, env: Mapping[str, str], argv: list[str], cwd: str, rank: int, session: int,

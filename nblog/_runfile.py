@@ -138,17 +138,24 @@ def _jsonable(obj: object, seen: set[int], depth: int = 0) -> object:
 
 
 def write_json_atomic(path: str, data: dict) -> None:
+    """Write ``data`` as JSON to ``path`` atomically (:func:`write_bytes_atomic`)."""
+    text = json.dumps(data, indent=1, allow_nan=False, default=repr) + "\n"
+    write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def write_bytes_atomic(path: str, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temp file and ``os.replace``: never torn.
 
-    The temp file is created exclusively and never through a symbolic link.
+    The temp file is created exclusively and never through a symbolic link. Where a
+    rename cannot replace a file (some FUSE, SFTP and SMB mounts), the old file is moved
+    aside first (:func:`_replace_aside`).
     """
     folder = os.path.dirname(path) or "."
     tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     fd = create_exclusive(tmp, 0o666)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=1, allow_nan=False, default=repr)
-            f.write("\n")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
         try:
             os.replace(tmp, path)
         except OSError as err:
