@@ -40,3 +40,12 @@ Tags = Annotated[
         show_default=False,
     ),
 ]
+FollowTimeout = Annotated[
+    float | None,
+    typer.Option("--timeout", min=0, metavar="SECONDS",
+                 help="With -f: stop following after SECONDS and exit 0 [default: never].",
+                 show_default=False),
+]
+PollInterval = Annotated[
+    float, typer.Option("--interval", min=0.01, metavar="SECONDS", help="With -f: seconds between polls.")
+]

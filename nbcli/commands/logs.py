@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from .._options import MAX_COUNT, MAX_RANK, Json, Root, RunArg
+from .._options import MAX_COUNT, MAX_RANK, FollowTimeout, Json, PollInterval, Root, RunArg
 from .._output import Output, Styled, clean, emit_json_line, error, info
 from .._ranks import rank_ranges
 
@@ -89,15 +89,8 @@ def logs(
                      help="Keep printing new lines as they are written, of new ranks and sessions too; "
                           "wait for the run if it does not exist yet. Stop with Ctrl-C."),
     ] = False,
-    timeout: Annotated[
-        float | None,
-        typer.Option("--timeout", min=0, metavar="SECONDS",
-                     help="With -f: stop following after SECONDS and exit 0 [default: never].",
-                     show_default=False),
-    ] = None,
-    interval: Annotated[
-        float, typer.Option("--interval", min=0.01, metavar="SECONDS", help="With -f: seconds between polls.")
-    ] = 0.25,
+    timeout: FollowTimeout = None,
+    interval: PollInterval = 0.25,
     root: Root = None,
     as_json: Json = False,
 ) -> None:

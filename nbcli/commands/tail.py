@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from .._options import MAX_COUNT, Json, Rank, Root, RunArg, Tags
+from .._options import MAX_COUNT, FollowTimeout, Json, PollInterval, Rank, Root, RunArg, Tags
 from .._output import Output, Styled, clean, emit_json_line, error, fmt_value, info
 from .._ranks import missing_rank
 
@@ -62,15 +62,8 @@ def tail(
     ] = False,
     tags: Tags = None,
     system: Annotated[bool, typer.Option("--system", help="Include system metrics (left out by default).")] = False,
-    timeout: Annotated[
-        float | None,
-        typer.Option("--timeout", min=0, metavar="SECONDS",
-                     help="With -f: stop following after SECONDS and exit 0 [default: never].",
-                     show_default=False),
-    ] = None,
-    interval: Annotated[
-        float, typer.Option("--interval", min=0.01, metavar="SECONDS", help="With -f: seconds between polls.")
-    ] = 0.25,
+    timeout: FollowTimeout = None,
+    interval: PollInterval = 0.25,
     root: Root = None,
     as_json: Json = False,
 ) -> None:
