@@ -19,6 +19,7 @@ import numpy as np
 from nblog._catalog import run_summary
 from nblog._live import LiveRun
 
+from .bands import ranks_band_spec
 from .messages import RunStatus
 from .plotdata import AXIS_NAMES, Smoother, band_spec, scalar_spec, system_spec
 from .preload import preload
@@ -49,6 +50,7 @@ class Request:
     machine: int = -1  # -1: every machine (small multiples)
     timer: str | None = None
     media: tuple | None = None  # the media record (or (tag,)) under the cursor
+    all_ranks: bool = False  # plots: the band across the ranks of the first run (a)
 
 
 @dataclass
@@ -192,6 +194,8 @@ class RunModel:
         return out
 
     def _scalars(self, req: Request, default_tag: str | None) -> list:
+        if req.all_ranks:
+            return self._bands(req, default_tag)
         # only tags this rank has (in some run shown): the tag highlighted on another
         # rank is no "no points yet" plot here
         have = {t for live in self.runs for t in live.tags(req.rank, "scalar")}
@@ -214,6 +218,34 @@ class RunModel:
         self.smoother.keep(used)
         for spec in specs:
             spec.title = spec.title + ("" if req.axis == "step" else f"  vs {AXIS_NAMES[req.axis]}")
+        return specs
+
+    def _bands(self, req: Request, default_tag: str | None) -> list:
+        """Plots view with ``all_ranks``: per tag, the band across every rank of the
+        first run that logged it (a scalar, or else a timer of that name)."""
+        live = self.primary
+        ranks = live.ranks()
+        have = {(r, kind): set(live.tags(r, kind)) for r in ranks for kind in ("scalar", "timer")}
+        known = set().union(*have.values()) if have else set()
+        tags = [t for t in req.tags if t in known] or \
+            ([default_tag] if default_tag in known else sorted(known)[:1])
+        specs, used = [], []
+        for tag in tags[:MAX_PLOTS]:
+            kind = "scalar" if any(tag in have[(r, "scalar")] for r in ranks) else "timer"
+            per_rank = {}
+            for r in ranks:
+                if tag in have[(r, kind)]:
+                    per_rank[r] = live.series(r, [tag], kind)[tag]
+                    self._use(0, (r, kind, tag))
+            used.extend(per_rank.values())
+            spec, _outlier = ranks_band_spec(tag, per_rank, req.buckets, logy=req.logy,
+                                             unit="s" if kind == "timer" else "")
+            if req.axis != "step":
+                spec.note = " · ".join(x for x in ("all ranks: against the step", spec.note) if x)
+            specs.append(spec)
+        if not tags:
+            specs.append(PlotSpec(message="no rank logged scalars (yet)"))
+        self.smoother.keep(used)
         return specs
 
     def _no_scalars(self, req: Request, used: list) -> PlotSpec:

@@ -80,6 +80,7 @@ class RunScreen(Screen):
         Binding("s", "smooth(1)", "smooth+", show=False),
         Binding("S", "smooth(-1)", "smooth-", show=False),
         Binding("l", "toggle_log", "log y", show=False),
+        Binding("a", "toggle_all_ranks", "all ranks", show=False),
         Binding("left_square_bracket", "rank(-1)", "rank-", show=False),
         Binding("right_square_bracket", "rank(1)", "rank+", show=False),
         Binding("m", "next_machine", "machine", show=False),
@@ -97,6 +98,7 @@ class RunScreen(Screen):
         self.axis = "step"
         self.smoothing = 0.6
         self.logy = False
+        self.all_ranks = False  # Plots: the band across ranks instead of one rank's line
         self.machine = -1
         self.timer: str | None = None
         self.status = RunStatus()
@@ -168,7 +170,7 @@ class RunScreen(Screen):
         req = Request(
             seq=self._seq, view=self.view, refresh=refresh, rank=self.rank, tags=tags[:MAX_PLOTS],
             axis=self.axis, smoothing=self.smoothing, logy=self.logy, buckets=buckets, machine=self.machine,
-            timer=self.timer, media=self._media_key,
+            timer=self.timer, media=self._media_key, all_ranks=self.all_ranks,
         )
         if refresh:
             self._polling = True
@@ -242,7 +244,8 @@ class RunScreen(Screen):
             t.append("  waiting for the run to write…", style="yellow")
         ranks = st.ranks
         span = f"{ranks[0]}–{ranks[-1]}" if len(ranks) > 1 else (str(ranks[0]) if ranks else "-")
-        t.append(f"  rank {self.rank} · ranks {span}", style="bold #5fafff")
+        t.append(f"  all ranks ({span})" if self.all_ranks else f"  rank {self.rank} · ranks {span}",
+                 style="bold #5fafff")
         t.append(f"  sessions {st.sessions}")
         if st.last_step is not None:
             t.append(f"  step {st.last_step}")
@@ -380,6 +383,15 @@ class RunScreen(Screen):
         self._render_header()
         self.request()
 
+    def action_toggle_all_ranks(self) -> None:
+        """Plots: the median, min–max band and outlying rank across every rank, or back
+        to the selected rank's line."""
+        self.all_ranks = not self.all_ranks
+        if self.view != "scalars":
+            self.action_view("scalars")
+        self._render_header()
+        self.request()
+
     def action_rank(self, delta: int) -> None:
         ranks = self.status.ranks or [0]
         if self.rank in ranks:
@@ -439,6 +451,7 @@ class RunScreen(Screen):
             ("Smoothing: more", "Raise the EMA weight", lambda: self.action_smooth(1)),
             ("Smoothing: less", "Lower the EMA weight (0 = raw)", lambda: self.action_smooth(-1)),
             ("Log scale", "Toggle a logarithmic y axis", self.action_toggle_log),
+            ("All ranks", "Median, min–max band and outlying rank across ranks", self.action_toggle_all_ranks),
             ("Go to rank…", "Type a rank number", self.action_ask_rank),
             ("Next rank", "Show the next rank", lambda: self.action_rank(1)),
             ("Previous rank", "Show the previous rank", lambda: self.action_rank(-1)),

@@ -1,0 +1,45 @@
+"""Synthetic runs for the band tests: fixed values and times, written with nblog's
+format encoder (as nbtui_synth), so screenshots are the same everywhere.
+
+``write_ranks``: run ``bands-00008888`` with 8 ranks, each logging train/loss (as
+``add_scalar(..., all_ranks=True)`` does); rank 5's loss diverges from step 120.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+from nbtui_synth import WALL0, EventFile, loss
+
+from nblog import _format as F
+
+RANKS_ID = "bands-00008888"
+DIVERGES = 5
+
+
+def _header(run_id: str, rank: int, world: int) -> dict:
+    return {"format_version": F.FORMAT_VERSION, "project": "bands", "run_id": run_id, "rank": rank,
+            "local_rank": rank, "world_size": world, "session": 0, "host": "node-a", "pid": 2000 + rank,
+            "wall_start": WALL0}
+
+
+def write_ranks(root: str, ranks: int = 8, steps: int = 200) -> str:
+    """Write the 8-rank run under ``root``; returns its folder."""
+    run_dir = os.path.join(root, "bands", RANKS_ID)
+    os.makedirs(run_dir, exist_ok=True)
+    with open(os.path.join(run_dir, "run.json"), "w") as f:
+        json.dump({"format_version": F.FORMAT_VERSION, "project": "bands", "id": RANKS_ID, "name": "ranks",
+                   "config": {"lr": 0.001}, "created": WALL0, "world_size": ranks, "status": "finished",
+                   "sessions": [{"session": 0, "start": WALL0, "host": "node-a", "first_step": 0,
+                                 "last_step": steps - 1, "end": WALL0 + steps}]}, f)
+    st = np.arange(steps)
+    for r in range(ranks):
+        ef = EventFile(os.path.join(run_dir, f"events.r{r}.s0.log"), _header(RANKS_ID, r, ranks))
+        v = loss(st) + 0.02 * r
+        if r == DIVERGES:
+            v = v + np.where(st >= 120, (st - 120) * 0.03, 0.0)
+        ef.points(F.KIND_SCALAR, "train/loss", st, v, st * 1000)
+        ef.end(int(st[-1]) * 1000)
+    return run_dir
