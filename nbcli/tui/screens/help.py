@@ -24,6 +24,7 @@ KEYS = [
         ("enter / space", "select a tag (several make a grid); c clears"),
         ("x", "x axis: step → wall time → active time (queue gaps left out)"),
         ("s / S", "more / less EMA smoothing (the raw curve stays, faint)"), ("l", "log y axis"),
+        ("a", "plots: all ranks — median, min–max band, the outlying rank named"),
         ("[ / ]", "previous / next rank"), ("r", "type a rank"),
         ("m", "system: one machine after another, then all"), ("f5", "read new data now"),
     ]),
