@@ -20,7 +20,7 @@ KEYS = [
         ("enter", "open the run, or the selected runs overlaid"), ("space", "select a run to overlay"),
     ]),
     ("run", [
-        ("1 2 3 4 5", "plots · timers · system · text · media"), ("/", "filter tags (type; enter to return to the tree)"),
+        ("1 2 3 4 5 6", "plots · timers · system · text · media · console"), ("/", "filter tags (type; enter to return to the tree)"),
         ("enter / space", "select a tag (several make a grid); c clears"),
         ("x", "x axis: step → wall time → active time (queue gaps left out)"),
         ("s / S", "more / less EMA smoothing (the raw curve stays, faint)"), ("l", "log y axis"),
@@ -41,7 +41,9 @@ LEGEND = (
     "the band is min–max across ranks of seconds per step, with the median and the slowest rank's line. "
     "System: GPU grid coloured by utilization (red idle, yellow low, green busy). Media: images in Kitty's "
     "or Sixel graphics where the terminal has them, else half blocks (nb tui --images); histograms as the bars "
-    "of one step over a heat strip of all steps (rows: steps, shade: share of a step's values in each range)."
+    "of one step over a heat strip of all steps (rows: steps, shade: share of a step's values in each range). "
+    "Console: the selected rank's captured stdout and stderr (its last 2,000 lines, followed live; stderr in "
+    "red, nb's own notes in yellow), with the time and step of each line."
 )
 
 

@@ -23,7 +23,7 @@ from textual.widgets import DataTable, Footer, Input, RichLog, Static, TabbedCon
 from ..messages import LoadDone, RunStatus, StatusReady, ViewReady
 from ..model import MAX_PLOTS, Request, RunModel, SystemData, TextData, TimersData
 from ..plotdata import AXES, AXIS_NAMES, SMOOTHING
-from ..text import fmt_seconds, lit, lit_block
+from ..text import fmt_seconds, fmt_time, lit, lit_block
 from ..widgets.gpugrid import GpuGrid
 from ..widgets.medialist import MediaList
 from ..widgets.mediapane import MediaPane
@@ -31,9 +31,23 @@ from ..widgets.plot import BraillePlot, PlotSpec
 from ..widgets.tagtree import TagTree
 from .prompt import RankPrompt
 
-VIEWS = ("scalars", "timers", "system", "text", "media")
+VIEWS = ("scalars", "timers", "system", "text", "media", "console")
 FOCUS = {"scalars": "#tags", "timers": "#timer-table", "system": "#sys-scroll", "text": "#text-log",
-         "media": "#media-list"}
+         "media": "#media-list", "console": "#console-log"}
+CONSOLE_LINES = 2000  # the Console view keeps the last N lines of the selected rank
+CONSOLE_STYLE = {"stdout": "", "stderr": "#ff8787", "nb": "italic yellow"}
+
+
+@dataclasses.dataclass
+class ConsoleData:
+    """New console lines of one rank for the Console view; ``reset``: a fresh read
+    (another rank, or the first), the log is cleared first; ``files``: how many
+    console files the rank has."""
+
+    rank: int
+    reset: bool
+    lines: list
+    files: int
 STATUS_STYLE = {"running": "bold green", "finished": "bold", "failed": "bold red", "preempted": "yellow", "stale": "yellow"}
 
 
@@ -74,6 +88,7 @@ class RunScreen(Screen):
         Binding("3", "view('system')", "system", group=VIEW_KEYS),
         Binding("4", "view('text')", "text", group=VIEW_KEYS),
         Binding("5", "view('media')", "media", group=VIEW_KEYS),
+        Binding("6", "view('console')", "console", group=VIEW_KEYS),
         Binding("r", "ask_rank", "rank…"),
         Binding("slash", "focus_filter", "filter"),
         Binding("x", "cycle_axis", "x axis", show=False),
@@ -89,9 +104,12 @@ class RunScreen(Screen):
         Binding("f5", "reload", "reload", show=False),
     ]
 
-    def __init__(self, run_dirs: list[str], poll_s: float = 1.0, model: RunModel | None = None):
+    def __init__(self, run_dirs: list[str], poll_s: float = 1.0, model: RunModel | None = None,
+                 group: str | None = None):
         super().__init__()
         self.model = model or RunModel(run_dirs)
+        if group:  # a config key: the plots draw each group's mean and min–max band
+            self.model.group_key = group
         self.poll_s = poll_s
         self.view = "scalars"
         self.rank = 0
@@ -111,6 +129,8 @@ class RunScreen(Screen):
         self._machines = 0
         self._timer_rows: list[dict] = []
         self._media_key: tuple | None = None
+        self._con_logs = None  # ConsoleLogs of _con_rank, used only by the load worker (under model.lock)
+        self._con_rank: int | None = None
 
     # -- layout -----------------------------------------------------------------------
 
@@ -135,6 +155,8 @@ class RunScreen(Screen):
                 yield RichLog(id="text-log", markup=False, highlight=False, wrap=True, max_lines=5000)
             with TabPane("Media", id="media"):
                 yield MediaPane(getattr(self.app, "image_mode", "auto"), id="media-pane")
+            with TabPane("Console", id="console"):
+                yield RichLog(id="console-log", markup=False, highlight=False, wrap=True, max_lines=CONSOLE_LINES)
         yield Footer()
 
     def on_mount(self) -> None:
@@ -198,12 +220,33 @@ class RunScreen(Screen):
                         else self.status.status
                     if word != self.status.status:
                         self.post_message(StatusReady(dataclasses.replace(self.status, status=word)))
+                if req.view == "console":  # its own files: new lines whether or not the event logs grew
+                    console = self._console_data(req.rank)
+                    if console is not None:
+                        self.post_message(ViewReady(req.seq, req.view, console))
+                    return
                 if req.refresh and not changed and self._shown_seq.get(req.view):
                     return  # nothing new: nothing to redraw (an idle TUI stays idle)
                 data = model.view(req, default)
                 self.post_message(ViewReady(req.seq, req.view, data))
         finally:
             self.post_message(LoadDone(req.refresh))
+
+    def _console_data(self, rank: int) -> ConsoleData | None:
+        """The last CONSOLE_LINES lines of ``rank`` (another rank than before, or the
+        first time), else the lines appended since; None when nothing is new. Runs in
+        the load worker."""
+        from nblog._console_read import ConsoleLogs
+
+        if self._con_logs is None or self._con_rank != rank:
+            self._con_logs = ConsoleLogs(self.model.primary.dir, ranks=[rank])
+            self._con_rank = rank
+            lines = list(self._con_logs.read(last=CONSOLE_LINES))
+            return ConsoleData(rank, True, lines, len(self._con_logs.files()))
+        lines = self._con_logs.poll()
+        if not lines:
+            return None
+        return ConsoleData(rank, False, lines[-CONSOLE_LINES:], len(self._con_logs.files()))
 
     def on_load_done(self, message: LoadDone) -> None:
         if message.refresh:
@@ -228,6 +271,8 @@ class RunScreen(Screen):
             self._show_text(message.data)
         elif message.view == "media":
             self.query_one(MediaPane).show(message.data)
+        elif message.view == "console":
+            self._show_console(message.data)
 
     # -- rendering ------------------------------------------------------------------------
 
@@ -235,7 +280,9 @@ class RunScreen(Screen):
         st = self.status
         t = lit(st.title, "bold")
         if st.runs > 1:
-            t.append(f"  +{st.runs - 1} overlaid", style="#d787ff")
+            grouped = self.model.group_key
+            t.append(f"  +{st.runs - 1} grouped by {grouped}" if grouped else f"  +{st.runs - 1} overlaid",
+                     style="#d787ff")
         t.append("  ")
         t.append_text(lit(st.status, STATUS_STYLE.get(st.status, "")))
         if st.gone:
@@ -318,6 +365,19 @@ class RunScreen(Screen):
             log.write(head)
             log.write(lit_block(text))
         self._text_count = data.total
+
+    def _show_console(self, data: ConsoleData) -> None:
+        log = self.query_one("#console-log", RichLog)
+        if data.reset:
+            log.clear()
+            if not data.files:
+                log.write(Text(f"rank {data.rank} captured no console (init(console=True) or NB_CONSOLE=1)",
+                               style="dim"))
+        for line in data.lines:
+            head = Text(fmt_time(line.wall_time)[11:], style="dim")
+            head.append(f" {'-' if line.step is None else line.step:>6} ", style="dim")
+            head.append_text(lit(line.text.replace("\t", "    "), CONSOLE_STYLE.get(line.stream, "")))
+            log.write(head)
 
     # -- events -----------------------------------------------------------------------------
 

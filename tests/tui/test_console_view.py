@@ -1,0 +1,108 @@
+"""The Console view (key 6): the selected rank's captured stdout/stderr, last lines
+first read, then followed on each poll; logged bytes escaped, stderr styled apart,
+a note for a rank that captured nothing. Console files are written in the documented
+line format (nb-format(5), CONSOLE FILES) with fixed times."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from nbtui_helpers import aio, settle
+from nbtui_synth import WALL0
+from textual.widgets import RichLog
+
+from nbcli.tui.app import NbTui
+from nbcli.tui.screens.run import CONSOLE_LINES, RunScreen
+
+
+def console_file(run_dir: str, rank: int, session: int, lines) -> str:
+    path = os.path.join(run_dir, f"console.r{rank}.s{session}.log")
+    with open(path, "ab") as f:
+        for t, step, stream, text in lines:
+            f.write(f"{WALL0 + t:.3f}\t{'-' if step is None else step}\t{stream}\t".encode() + text + b"\n")
+    return path
+
+
+LINES = [
+    (0.5, None, "o", b"starting training"),
+    (1.0, 0, "o", b"step 0 loss 2.5"),
+    (2.0, 1, "e", b"NCCL WARN something \x1b[31mred\x1b[0m \x07"),
+    (3.0, 2, "o", b"[bold]not markup[/bold]"),
+    (4.0, 3, "!", b"nb: 2 lines (40 bytes) of console output are missing here: test"),
+]
+
+
+def log_lines(app) -> list[str]:
+    return [strip.text for strip in app.screen.query_one("#console-log", RichLog).lines]
+
+
+def log_styles(app, needle: str) -> set[str]:
+    log = app.screen.query_one("#console-log", RichLog)
+    for strip in log.lines:
+        if needle in strip.text:
+            return {str(seg.style.color.name) for seg in strip if seg.style and seg.style.color and needle in seg.text}
+    return set()
+
+
+@pytest.fixture
+def console_run(demo_run):
+    console_file(demo_run, 0, 1, LINES)
+    return demo_run
+
+
+@aio
+async def test_console_view_shows_escapes_and_follows(demo_root, console_run):
+    app = NbTui(root=demo_root, runs=[console_run], poll_s=0)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        await pilot.press("6")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, RunScreen) and screen.view == "console"
+        text = "\n".join(log_lines(app))
+        assert "starting training" in text and "step 0 loss 2.5" in text
+        assert "[bold]not markup[/bold]" in text  # literal, never parsed as markup
+        assert "\x1b" not in text and "\x07" not in text  # control bytes shown escaped
+        assert "\\x1b[31mred" in text
+        assert "missing here" in text
+        assert log_styles(app, "NCCL") == {"#ff8787"}  # stderr apart from stdout
+        assert log_styles(app, "starting") == set()
+        # followed live: an appended line appears on the next poll, nothing shown twice
+        console_file(console_run, 0, 1, [(5.0, 4, "o", b"a new line")])
+        screen.poll()
+        await settle(pilot)
+        lines = log_lines(app)
+        assert sum("a new line" in s for s in lines) == 1
+        assert sum("starting training" in s for s in lines) == 1
+        # another rank: its own console, or the note when it captured none
+        await pilot.press("right_square_bracket")
+        await settle(pilot)
+        lines = log_lines(app)
+        assert screen.rank == 1
+        assert lines == ["rank 1 captured no console (init(console=True) or NB_CONSOLE=1)"]
+
+
+@aio
+async def test_console_view_keeps_only_the_last_lines(demo_root, demo_run):
+    n = CONSOLE_LINES + 500
+    console_file(demo_run, 0, 1, [(i * 0.001, i, "o", f"line {i}".encode()) for i in range(n)])
+    app = NbTui(root=demo_root, runs=[demo_run], poll_s=0)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        await pilot.press("6")
+        await settle(pilot)
+        lines = log_lines(app)
+        assert len(lines) == CONSOLE_LINES
+        assert lines[-1].endswith(f"line {n - 1}") and lines[0].endswith(f"line {n - CONSOLE_LINES}")
+
+
+def test_console_snapshot(snap_compare, demo_root, console_run):
+    async def go(pilot):
+        await settle(pilot)
+        await pilot.press("6")
+        await settle(pilot)
+
+    app = NbTui(root=demo_root, runs=[console_run], poll_s=0)
+    app.animation_level = "none"
+    assert snap_compare(app, terminal_size=(100, 30), run_before=go)
