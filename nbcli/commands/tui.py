@@ -38,6 +38,13 @@ def tui(
                      help="How the media view draws images (auto: Kitty or Sixel graphics where the terminal "
                           "is known to draw them, else half blocks)."),
     ] = Images.auto,
+    group: Annotated[
+        str | None,
+        typer.Option("--group", "-g", metavar="KEY",
+                     help="Group runs by this flattened config key (optim.lr): the runs opened together are "
+                          "drawn as each group's mean with the min-max band of its runs (ctrl+g in the runs "
+                          "screen).", show_default=False),
+    ] = None,
 ) -> None:
     """Browse runs in a terminal UI: tag tree, live plots, ranks, timers, system metrics, text, media.
 
@@ -69,7 +76,7 @@ def tui(
     from ..tui.app import NbTui
 
     app = _reporting(NbTui)(root=root, runs=runs, project=project, poll_s=interval, image_mode=images.value,
-                            lives=lives)
+                            lives=lives, group=group)
     app.run()
     if app.failure is not None:  # the terminal is restored: nb's error boundary reports it
         raise app.failure

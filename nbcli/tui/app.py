@@ -35,8 +35,9 @@ class NbTui(App):
 
     def __init__(self, *, root: str = "nb_runs", runs: list[str] | None = None, project: str | None = None,
                  poll_s: float = 1.0, image_mode: str = "auto", lives: list | None = None,
-                 clock: Callable[[], float] | None = None):
+                 clock: Callable[[], float] | None = None, group: str | None = None):
         super().__init__()
+        self.group = group or None  # a config key: several runs opened are drawn as groups (mean, band)
         self.clock = clock or time.time
         self.image_mode = image_mode
         self.root = root
@@ -46,6 +47,7 @@ class NbTui(App):
         self._model = None
         if self.runs:
             self._model = RunModel(self.runs, lives)
+            self._model.group_key = self.group
             if lives is None:  # else nbcli.tui.preload.start is reading them already
                 self._model.preload_in_background()  # read while Textual starts
 
@@ -54,7 +56,7 @@ class NbTui(App):
         if self.runs:
             self.push_screen(RunScreen(self.runs, poll_s=self.poll_s, model=self._model))
         else:
-            self.push_screen(RunsScreen(self.root, self.project, poll_s=self.poll_s))
+            self.push_screen(RunsScreen(self.root, self.project, poll_s=self.poll_s, group=self.group))
 
     def _trap_signals(self) -> None:
         """SIGTERM and SIGHUP end the app as q does (the terminal restored: no alternate

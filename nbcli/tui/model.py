@@ -20,6 +20,7 @@ from nblog._catalog import run_summary
 from nblog._live import LiveRun
 
 from .bands import ranks_band_spec
+from .groups import config_value, groups_spec
 from .messages import RunStatus
 from .plotdata import AXIS_NAMES, Smoother, band_spec, scalar_spec, system_spec
 from .preload import preload
@@ -100,6 +101,7 @@ class RunModel:
         self.smoother = Smoother()
         self._used: OrderedDict[tuple, None] = OrderedDict()
         self._media = None  # a MediaSource, once the media view asks
+        self.group_key: str | None = None  # plots: runs grouped by this config key (mean, band)
 
     def preload(self, rank: int = 0) -> None:
         """Read ``rank``'s files and extract the tag the run screen plots first, now
@@ -196,6 +198,8 @@ class RunModel:
     def _scalars(self, req: Request, default_tag: str | None) -> list:
         if req.all_ranks:
             return self._bands(req, default_tag)
+        if self.group_key and len(self.runs) > 1:
+            return self._grouped(req, default_tag)
         # only tags this rank has (in some run shown): the tag highlighted on another
         # rank is no "no points yet" plot here
         have = {t for live in self.runs for t in live.tags(req.rank, "scalar")}
@@ -245,6 +249,27 @@ class RunModel:
             specs.append(spec)
         if not tags:
             specs.append(PlotSpec(message="no rank logged scalars (yet)"))
+        self.smoother.keep(used)
+        return specs
+
+    def _grouped(self, req: Request, default_tag: str | None) -> list:
+        """Plots view of runs grouped by :attr:`group_key`: per tag, each group's mean
+        over its runs and their min–max band (the selected rank of every run)."""
+        key = self.group_key
+        have = {t for live in self.runs for t in live.tags(req.rank, "scalar")}
+        tags = [t for t in req.tags if t in have] or \
+            ([default_tag] if default_tag in have else sorted(have)[:1])
+        specs, used = [], []
+        for tag in tags[:MAX_PLOTS]:
+            groups: dict[str, list] = {}
+            for i, live in enumerate(self.runs):
+                s = live.series(req.rank, [tag])[tag]
+                self._use(i, (req.rank, "scalar", tag))
+                used.append(s)
+                groups.setdefault(config_value(live.meta, key), []).append(s)
+            specs.append(groups_spec(tag, key, groups, req.buckets))
+        if not tags:
+            specs.append(PlotSpec(message=f"rank {req.rank} logged no scalars (yet)"))
         self.smoother.keep(used)
         return specs
 

@@ -98,6 +98,12 @@ def test_kill9_in_a_print_flood_leaves_whole_lines_and_the_terminal_gets_them_to
     reader.start()
     path = tmp_path / "runs" / "console" / RUN_ID / "console.r0.s0.log"
     _wait_for_size(path, 2 << 20, proc)
+    # and until a line carries a step: the step reaches the helper every 50 ms, and on a
+    # fast machine 2 MiB of flood is printed before the first one
+    deadline = time.monotonic() + HANG_GUARD_S
+    while not re.search(rb"\n[0-9.]+\t[0-9]+\to\t", path.read_bytes()[-(1 << 20):]):
+        assert proc.poll() is None and time.monotonic() < deadline, "no line got a step"
+        time.sleep(0.02)
     proc.send_signal(signal.SIGKILL)
     reader.join(HANG_GUARD_S)  # EOF once the helper read the pipe to its end
     assert not reader.is_alive()

@@ -43,3 +43,31 @@ def write_ranks(root: str, ranks: int = 8, steps: int = 200) -> str:
         ef.points(F.KIND_SCALAR, "train/loss", st, v, st * 1000)
         ef.end(int(st[-1]) * 1000)
     return run_dir
+
+
+SWEEP_LRS = (0.001, 0.001, 0.003, 0.003, 0.01, 0.01)  # 6 runs, 3 groups of optim.lr
+
+
+def write_sweep(root: str, steps: int = 150) -> list[str]:
+    """Six one-rank runs of project ``sweep`` with ``config.optim.lr`` in three groups;
+    the higher the lr, the lower the loss, two seeds apart in each group. Returns
+    their folders."""
+    dirs = []
+    st = np.arange(steps)
+    for i, lr in enumerate(SWEEP_LRS):
+        rid = f"sweep-{i:04d}aaaa"
+        run_dir = os.path.join(root, "sweep", rid)
+        os.makedirs(run_dir, exist_ok=True)
+        with open(os.path.join(run_dir, "run.json"), "w") as f:
+            json.dump({"format_version": F.FORMAT_VERSION, "project": "sweep", "id": rid, "name": f"lr{lr:g}",
+                       "config": {"optim": {"lr": lr}, "seed": i % 2}, "created": WALL0 + 100 * i,
+                       "world_size": 1, "status": "finished",
+                       "sessions": [{"session": 0, "start": WALL0 + 100 * i, "host": "node-a", "first_step": 0,
+                                     "last_step": steps - 1, "end": WALL0 + 100 * i + steps}]}, f)
+        ef = EventFile(os.path.join(run_dir, "events.r0.s0.log"), _header(rid, 0, 1))
+        scale = {0.001: 1.6, 0.003: 1.0, 0.01: 0.5}[lr]
+        v = scale * loss(st) + 0.15 * (i % 2)
+        ef.points(F.KIND_SCALAR, "train/loss", st, v, st * 1000)
+        ef.end(int(st[-1]) * 1000)
+        dirs.append(run_dir)
+    return dirs

@@ -6,7 +6,7 @@ import os
 
 import numpy as np
 import pytest
-from nbtui_bands import DIVERGES, RANKS_ID, write_ranks
+from nbtui_bands import DIVERGES, RANKS_ID, write_ranks, write_sweep
 from nbtui_helpers import aio, settle
 
 from nbcli.tui.app import NbTui
@@ -79,3 +79,60 @@ def test_all_ranks_snapshot(snap_compare, ranks_root):
         await settle(pilot)
 
     assert snap_compare(_app(ranks_root), terminal_size=(100, 30), run_before=band)
+
+
+@pytest.fixture
+def sweep_root(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    return "runs", write_sweep("runs")
+
+
+def _check_groups(spec) -> None:
+    assert spec.title == "train/loss · by optim.lr: mean, min–max band"
+    means = [ln for ln in spec.lines if ln.label]
+    assert [ln.label for ln in means] == ["optim.lr=0.001 (2 runs)", "optim.lr=0.003 (2 runs)",
+                                          "optim.lr=0.01 (2 runs)"]
+    faint = [ln for ln in spec.lines if ln.faint]
+    assert len(faint) == 6  # min and max of each group
+    # each mean lies between its group's min and max, and the two seeds are 0.15 apart
+    for k, mean in enumerate(means):
+        lo, hi = faint[2 * k], faint[2 * k + 1]
+        assert np.all(lo.y <= mean.y + 1e-12) and np.all(mean.y <= hi.y + 1e-12)
+        assert np.allclose(hi.y - lo.y, 0.15)
+
+
+@aio
+async def test_group_option_draws_each_groups_mean_and_band(sweep_root):
+    root, dirs = sweep_root
+    app = NbTui(root=root, runs=dirs, poll_s=0, group="optim.lr")
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        (spec,) = _specs(app)
+        _check_groups(spec)
+        assert "+5 grouped by optim.lr" in str(app.screen.query_one("#run-header").render())
+
+
+@aio
+async def test_ctrl_g_in_the_runs_screen_groups_the_selected_runs(sweep_root):
+    root, _dirs = sweep_root
+    app = NbTui(root=root, poll_s=0)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        await pilot.press("ctrl+g")
+        await settle(pilot)
+        await pilot.press(*"optim.lr", "enter")
+        await settle(pilot)
+        assert "grouped by optim.lr" in str(app.screen.query_one("#runs-header").render())
+        for _ in range(6):
+            await pilot.press("space", "down")
+        await pilot.press("enter")
+        await settle(pilot)
+        (spec,) = _specs(app)
+        _check_groups(spec)
+
+
+def test_groups_snapshot(snap_compare, sweep_root):
+    root, dirs = sweep_root
+    app = NbTui(root=root, runs=dirs, poll_s=0, group="optim.lr")
+    app.animation_level = "none"
+    assert snap_compare(app, terminal_size=(100, 30), run_before=settle)

@@ -18,6 +18,7 @@ KEYS = [
     ("runs", [
         ("type, or /", "filter runs (id, project, name, status)"), ("↑ ↓", "move"),
         ("enter", "open the run, or the selected runs overlaid"), ("space", "select a run to overlay"),
+        ("ctrl+g", "group the runs opened by a config key: each group's mean, min–max band"),
     ]),
     ("run", [
         ("1 2 3 4 5 6", "plots · timers · system · text · media · console"), ("/", "filter tags (type; enter to return to the tree)"),

@@ -35,9 +35,10 @@ class RunsScreen(Screen):
         Binding("space", "toggle_select", "select"),
         Binding("slash", "focus_filter", "filter"),
         Binding("escape", "clear_filter", "clear", show=False),
+        Binding("ctrl+g", "ask_group", "group by…", show=False),
     ]
 
-    def __init__(self, root: str, project: str | None = None, poll_s: float = 1.0):
+    def __init__(self, root: str, project: str | None = None, poll_s: float = 1.0, group: str | None = None):
         """``poll_s``: seconds between listings (0: list once). The clock of the ages
         is the app's ``clock`` attribute (unix seconds) when it has one, else
         :func:`time.time`."""
@@ -45,6 +46,7 @@ class RunsScreen(Screen):
         self.root = root
         self.project = project
         self.poll_s = poll_s
+        self.group = group or None  # a config key: opening several runs draws each group's mean and band
         self.rows: list[dict] = []
         self.selected: set[str] = set()
         self._shown: list[str] = []
@@ -52,8 +54,7 @@ class RunsScreen(Screen):
         self._listed = False  # a first listing arrived (an empty one too: no more "loading…")
 
     def compose(self) -> ComposeResult:
-        where = self.root + (f"  project {self.project}" if self.project else "")
-        yield Static(lit(f"nb · runs in {where}"), id="runs-header", classes="header")
+        yield Static(self._header(), id="runs-header", classes="header")
         yield Input(placeholder="filter runs: type to filter, / to focus", id="runs-filter", select_on_focus=False)
         table = DataTable(id="runs-table", cursor_type="row", zebra_stripes=True)
         yield table
@@ -197,7 +198,26 @@ class RunsScreen(Screen):
             if row is None:
                 return
             chosen = [row["path"]]
-        self.app.push_screen(RunScreen(chosen, poll_s=self.poll_s))
+        self.app.push_screen(RunScreen(chosen, poll_s=self.poll_s, group=self.group))
+
+    def _header(self) -> Text:
+        where = self.root + (f"  project {self.project}" if self.project else "")
+        head = lit(f"nb · runs in {where}")
+        if self.group:
+            head.append("  grouped by ", style="dim")
+            head.append_text(lit(self.group, "bold #d787ff"))
+        return head
+
+    def action_ask_group(self) -> None:
+        """Ask for the config key to group the selected runs by (empty: no groups)."""
+        from .groupprompt import GroupPrompt
+
+        def done(value: str | None) -> None:
+            if value is not None:
+                self.group = value or None
+                self.query_one("#runs-header", Static).update(self._header())
+
+        self.app.push_screen(GroupPrompt(self.group), done)
 
     def action_toggle_select(self) -> None:
         row = self._highlighted()
