@@ -48,13 +48,16 @@ def groups_spec(title: str, key: str, groups: dict[str, list[Series]], buckets: 
         key: the config key the runs are grouped by (for the title).
         groups: group label → the series of that group's runs (empty ones are left out).
         buckets: the most buckets along the step axis.
+
+    The legend names each group by its value and its number of runs ("0.001 ×2").
     """
     import polars as pl  # only when groups are drawn
 
     from ..report._series import band, make_grid
     from ..report._series import buckets as per_bucket
 
-    spec = PlotSpec(title=f"{title} · by {key}: mean, min–max band", axis="step")
+    # short: the legend (one entry per group) shares the title's row
+    spec = PlotSpec(title=f"{title} by {key}", axis="step")
     frames = {}
     for label in sorted(groups, key=_order):
         series = groups[label]
@@ -83,7 +86,6 @@ def groups_spec(title: str, key: str, groups: dict[str, list[Series]], buckets: 
             for edge in (b.lo, b.hi):
                 spec.lines.append(Line(x[ok], edge[ok], color=color, faint=True))
         spec.lines.append(Line(x[ok], mean[ok], color=color, dash=i,
-                               label=f"{key}={label} ({n} run{'s' if n != 1 else ''})"))
-    if grid.bucketed:
-        spec.note = f"buckets of {grid.width:g} steps, display only"
+                               label=f"{label} ×{n}"))
+    spec.note = "mean, min–max of runs" + (f" · buckets of {grid.width:g} steps" if grid.bucketed else "")
     return spec

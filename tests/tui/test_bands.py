@@ -88,10 +88,10 @@ def sweep_root(tmp_path, monkeypatch):
 
 
 def _check_groups(spec) -> None:
-    assert spec.title == "train/loss · by optim.lr: mean, min–max band"
+    assert spec.title == "train/loss by optim.lr"
+    assert spec.note == "mean, min–max of runs"
     means = [ln for ln in spec.lines if ln.label]
-    assert [ln.label for ln in means] == ["optim.lr=0.001 (2 runs)", "optim.lr=0.003 (2 runs)",
-                                          "optim.lr=0.01 (2 runs)"]
+    assert [ln.label for ln in means] == ["0.001 ×2", "0.003 ×2", "0.01 ×2"]
     faint = [ln for ln in spec.lines if ln.faint]
     assert len(faint) == 6  # min and max of each group
     # each mean lies between its group's min and max, and the two seeds are 0.15 apart
