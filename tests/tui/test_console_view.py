@@ -14,6 +14,7 @@ from textual.widgets import RichLog
 
 from nbcli.tui.app import NbTui
 from nbcli.tui.screens.run import CONSOLE_LINES, RunScreen
+from nbcli.tui.widgets.plot import BraillePlot
 
 
 def console_file(run_dir: str, rank: int, session: int, lines) -> str:
@@ -101,6 +102,79 @@ def test_console_snapshot(snap_compare, demo_root, console_run):
     async def go(pilot):
         await settle(pilot)
         await pilot.press("6")
+        await settle(pilot)
+
+    app = NbTui(root=demo_root, runs=[console_run], poll_s=0)
+    app.animation_level = "none"
+    assert snap_compare(app, terminal_size=(100, 30), run_before=go)
+
+
+def add_event(run_dir: str, rank: int, session: int, event: dict, ms: int = 1000) -> None:
+    """Append a STATS frame carrying ``event`` (as the writer records failures and alerts)."""
+    from nblog import _format as F
+
+    with open(os.path.join(run_dir, f"events.r{rank}.s{session}.log"), "ab") as f:
+        f.write(F.json_frame(F.FRAME_STATS, {"ms": ms, "event": event}))
+
+
+FAILURE = {"kind": "failure", "type": "RuntimeError", "message": "CUDA out of memory\nsecond line",
+           "traceback": "Traceback ...", "step": 150, "wall": WALL0 + 3800.0, "ms": 1000}
+ALERT = {"kind": "alert", "title": "loss \x1b[2Jspike", "text": "[red]3.2x[/red] the median", "level": "warning",
+         "step": 120, "wall": WALL0 + 3750.0, "ms": 900, "suppressed": 0}
+
+
+@aio
+async def test_alerts_in_header_console_and_plots(demo_root, demo_run):
+    add_event(demo_run, 3, 1, FAILURE)
+    add_event(demo_run, 0, 1, ALERT)
+    app = NbTui(root=demo_root, runs=[demo_run], poll_s=0)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        head = str(screen.query_one("#run-header").render())
+        assert "1 failure" in head and "1 alert" in head
+        # marked on the plot at their steps (x axis: step)
+        plot = screen.query_one("#plots").query(BraillePlot).first()
+        assert plot._alerts == ((120.0, 150.0), "!")
+        assert "!" in "".join(plot.render_line(y).text for y in range(plot.size.height))
+        # listed above the console: time, rank, step, level, title, message; escaped
+        await pilot.press("6")
+        await settle(pilot)
+        box = str(screen.query_one("#alerts").render())
+        assert "rank 0  step 120  warning  loss \\x1b[2Jspike: [red]3.2x[/red] the median" in box
+        assert "rank 3  step 150  error  RuntimeError: CUDA out of memory" in box
+        assert box.index("step 120") < box.index("step 150")  # by time
+        assert "\x1b" not in box
+        # a new alert is read on the next poll (only what was appended)
+        add_event(demo_run, 2, 1, dict(ALERT, title="late", step=190, wall=WALL0 + 3900.0))
+        screen.poll()
+        await settle(pilot)
+        assert "2 alerts" in str(screen.query_one("#run-header").render())
+        # another x axis than the step: no marks
+        screen.action_cycle_axis()
+        await settle(pilot)
+        assert screen.axis != "step"
+        assert all(p._alerts[0] == () for p in screen.query_one("#plots").query(BraillePlot))
+
+
+@aio
+async def test_no_events_no_count(demo_root, demo_run):
+    app = NbTui(root=demo_root, runs=[demo_run], poll_s=0)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        head = str(app.screen.query_one("#run-header").render())
+        assert "alert" not in head and "failure" not in head
+        assert not app.screen.query_one("#alerts").display
+
+
+@pytest.mark.parametrize("view", ["1", "6"], ids=["plots", "console"])
+def test_alerts_snapshot(snap_compare, demo_root, console_run, view):
+    add_event(console_run, 3, 1, FAILURE)
+    add_event(console_run, 0, 1, ALERT)
+
+    async def go(pilot):
+        await settle(pilot)
+        await pilot.press(view)
         await settle(pilot)
 
     app = NbTui(root=demo_root, runs=[console_run], poll_s=0)

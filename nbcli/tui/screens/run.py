@@ -17,9 +17,11 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Container, Horizontal, Vertical, VerticalScroll
+from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, RichLog, Static, TabbedContent, TabPane
 
+from ..events import RunEvents
 from ..messages import LoadDone, RunStatus, StatusReady, ViewReady
 from ..model import MAX_PLOTS, Request, RunModel, SystemData, TextData, TimersData
 from ..plotdata import AXES, AXIS_NAMES, SMOOTHING
@@ -48,6 +50,22 @@ class ConsoleData:
     reset: bool
     lines: list
     files: int
+ALERT_STYLE = {"error": "bold #ff5f5f", "warning": "yellow", "info": "#5fafff"}
+ALERTS_SHOWN = 8  # the Console view lists the latest N failures and alerts
+
+
+class EventsReady(Message):
+    """The run's failures and alerts (every rank), earliest first: ``RunEvents.events``."""
+
+    def __init__(self, events: list[dict]) -> None:
+        super().__init__()
+        self.events = events
+
+
+class EventsDone(Message):
+    pass
+
+
 STATUS_STYLE = {"running": "bold green", "finished": "bold", "failed": "bold red", "preempted": "yellow", "stale": "yellow"}
 
 
@@ -131,6 +149,9 @@ class RunScreen(Screen):
         self._media_key: tuple | None = None
         self._con_logs = None  # ConsoleLogs of _con_rank, used only by the load worker (under model.lock)
         self._con_rank: int | None = None
+        self.events: list[dict] = []  # failures and alerts of the run (all ranks), read by _read_events
+        self._run_events: RunEvents | None = None  # used only by the events worker
+        self._events_busy = False
 
     # -- layout -----------------------------------------------------------------------
 
@@ -156,6 +177,7 @@ class RunScreen(Screen):
             with TabPane("Media", id="media"):
                 yield MediaPane(getattr(self.app, "image_mode", "auto"), id="media-pane")
             with TabPane("Console", id="console"):
+                yield Static(id="alerts", classes="note")
                 yield RichLog(id="console-log", markup=False, highlight=False, wrap=True, max_lines=CONSOLE_LINES)
         yield Footer()
 
@@ -166,8 +188,10 @@ class RunScreen(Screen):
                      ("total", 7)):
             table.add_column(c, key=c, width=w)
         self.query_one("#timer-msg").display = False
+        self.query_one("#alerts").display = False
         self.query_one(TagTree).focus()
         self.request(refresh=True)
+        self.poll_events()
         if self.poll_s > 0:
             self.set_interval(self.poll_s, self.poll)
 
@@ -176,6 +200,38 @@ class RunScreen(Screen):
     def poll(self) -> None:
         if not self._polling:
             self.request(refresh=True)
+        self.poll_events()
+
+    def poll_events(self) -> None:
+        """Read new failures and alerts of every rank in a worker (one at a time)."""
+        if not self._events_busy:
+            self._events_busy = True
+            self._read_events()
+
+    @work(thread=True, group="events")
+    def _read_events(self) -> None:
+        try:
+            if self._run_events is None:
+                self._run_events = RunEvents(self.model.primary.dir)
+            if self._run_events.poll():
+                self.post_message(EventsReady(list(self._run_events.events)))
+        finally:
+            self.post_message(EventsDone())
+
+    def on_events_done(self, message: EventsDone) -> None:
+        self._events_busy = False
+
+    def on_events_ready(self, message: EventsReady) -> None:
+        self.events = message.events
+        self._render_header()
+        self._mark_plots()
+        self._show_alerts()
+
+    def _mark_plots(self) -> None:
+        """Failures and alerts as vertical marks at their step (step axis only)."""
+        steps = [e["step"] for e in self.events if e["step"] is not None] if self.axis == "step" else []
+        for plot in self.query_one("#plots", PlotGrid).query(BraillePlot):
+            plot.set_markers(steps, "!")
 
     def request(self, refresh: bool = False) -> None:
         """Ask a worker for the current view's data (after reading new bytes if
@@ -263,6 +319,7 @@ class RunScreen(Screen):
         self._shown_seq[message.view] = message.seq
         if message.view == "scalars":
             self.query_one("#plots", PlotGrid).show(message.data)
+            self._mark_plots()
         elif message.view == "timers":
             self._show_timers(message.data)
         elif message.view == "system":
@@ -294,6 +351,12 @@ class RunScreen(Screen):
         t.append(f"  all ranks ({span})" if self.all_ranks else f"  rank {self.rank} · ranks {span}",
                  style="bold #5fafff")
         t.append(f"  sessions {st.sessions}")
+        fails = sum(e["kind"] == "failure" for e in self.events)
+        alerts = len(self.events) - fails
+        if fails:
+            t.append(f"  {fails} failure{'s' if fails > 1 else ''}", style="bold #ff5f5f")
+        if alerts:
+            t.append(f"  {alerts} alert{'s' if alerts > 1 else ''}", style="yellow")
         if st.last_step is not None:
             t.append(f"  step {st.last_step}")
         t.append(f"  x={AXIS_NAMES[self.axis]}", style="dim")
@@ -366,6 +429,26 @@ class RunScreen(Screen):
             log.write(lit_block(text))
         self._text_count = data.total
 
+    def _show_alerts(self) -> None:
+        """The latest failures and alerts above the console: time, rank, step, level, title, text."""
+        box = self.query_one("#alerts", Static)
+        box.display = bool(self.events)
+        shown = self.events[-ALERTS_SHOWN:]
+        box.styles.height = len(shown) + 1  # the .note class is one line high
+        t = Text(f"{len(self.events)} failures and alerts (all ranks; nb watch, nb show)"
+                 + (f", the last {len(shown)}:" if len(shown) < len(self.events) else ":"), style="dim")
+        for e in shown:
+            t.append("\n")
+            t.append(fmt_time(e["wall"])[11:] if e["wall"] is not None else "-", style="dim")
+            t.append(f"  rank {e['rank']}  step {'-' if e['step'] is None else e['step']}  ")
+            t.append_text(lit(e["level"] or e["kind"], ALERT_STYLE.get(e["level"], "")))
+            t.append("  ")
+            t.append_text(lit(e["title"], "bold"))
+            if e["text"]:
+                t.append(": ")
+                t.append_text(lit(e["text"].split("\n", 1)[0][:200]))
+        box.update(t)
+
     def _show_console(self, data: ConsoleData) -> None:
         log = self.query_one("#console-log", RichLog)
         if data.reset:
@@ -430,6 +513,7 @@ class RunScreen(Screen):
     def action_cycle_axis(self) -> None:
         self.axis = AXES[(AXES.index(self.axis) + 1) % len(AXES)]
         self._render_header()
+        self._mark_plots()
         self.request()
 
     def action_smooth(self, delta: int) -> None:

@@ -41,6 +41,7 @@ TITLE = Style(bold=True)
 NOTE = Style(color="#8a8f98", italic=True)
 MARK = Style(color="#ff5f5f", bold=True)
 SESSION = Style(color="#d7af5f")
+ALERT = Style(color="#ff5f5f")  # set_markers: a failure or alert at its step
 # Empty cells: a real (empty) style, never None: Textual's filters (NO_COLOR's monochrome
 # filter) read every segment's style.
 BLANK = Style.null()
@@ -210,8 +211,11 @@ def _merge(cells: list[tuple[str, Style]]) -> list[Segment]:
     return segs
 
 
-def render_spec(spec: PlotSpec, width: int, height: int) -> list[list[Segment]]:
-    """Lay out ``spec`` in ``width`` × ``height`` cells: one list of segments per row."""
+def render_spec(spec: PlotSpec, width: int, height: int,
+                alerts: tuple[tuple[float, ...], str] = ((), "")) -> list[list[Segment]]:
+    """Lay out ``spec`` in ``width`` × ``height`` cells: one list of segments per row;
+    ``alerts`` (x positions, a one-character label) are drawn as vertical marks, only
+    where they fall inside the data's x range (they never widen it)."""
     rows_out: list[list[Segment]] = []
     title = clean(spec.title)
     legend = [(clean(ln.label), ln.color, DASH_LEGEND[ln.dash % len(DASHES)])
@@ -305,6 +309,16 @@ def render_spec(spec: PlotSpec, width: int, height: int) -> list[list[Segment]]:
             cell = row * cols + c
             if 0 <= c < cols and not r.bits[cell]:
                 r.put(c, row, "┆", sess_id)
+    alert_id = r.style_id(ALERT)
+    for v in alerts[0]:
+        if not x0 <= v <= x1:
+            continue
+        c = int(mapx(v)) // 2
+        for row in range(plot_h):
+            if 0 <= c < cols and not r.bits[row * cols + c]:
+                r.put(c, row, "│", alert_id)
+        if alerts[1]:
+            r.put(c, 0, alerts[1][:1], alert_id)
     mark_id = r.style_id(MARK)
     glyph = {"nan": ("×", 0), "+inf": ("▲", 0), "-inf": ("▼", plot_h - 1)}
     for v, kind in spec.markers:
@@ -367,6 +381,17 @@ class BraillePlot(Widget):
         self._spec = spec or PlotSpec(message="loading…")
         self._rows: list[list[Segment]] | None = None
         self._rows_size = (0, 0)
+        self._alerts: tuple[tuple[float, ...], str] = ((), "")
+
+    def set_markers(self, xs, label: str = "!") -> None:
+        """Vertical marks at the x positions ``xs`` (floats: the steps of failures
+        and alerts), with ``label`` (one character) on the top row; kept when
+        :attr:`spec` changes, until set again (an empty ``xs`` clears them)."""
+        new = (tuple(float(x) for x in xs), label)
+        if new != self._alerts:
+            self._alerts = new
+            self._rows = None
+            self.refresh()
 
     @property
     def spec(self) -> PlotSpec:
@@ -381,7 +406,7 @@ class BraillePlot(Widget):
     def render_line(self, y: int) -> Strip:
         w, h = self.size.width, self.size.height
         if self._rows is None or self._rows_size != (w, h):
-            self._rows = render_spec(self._spec, w, h)
+            self._rows = render_spec(self._spec, w, h, self._alerts)
             self._rows_size = (w, h)
         if y >= len(self._rows):
             return Strip.blank(w, BLANK)

@@ -1,0 +1,74 @@
+"""The failures and alerts of a run, for the run screen: every rank's event logs read
+incrementally (:class:`nblog._logfile.LogFile` without keeping points: only what was
+appended since the last poll is parsed), the events in time order.
+
+Used by one worker thread at a time (not thread-safe).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from nblog._logfile import LogFile
+
+_NAME = re.compile(r"^events\.r(\d+)\.s(\d+)\.log$")
+
+
+def _num(v: object) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _str(v: object) -> str:
+    return v if isinstance(v, str) else ""
+
+
+class RunEvents:
+    """Failures and alerts of the run in ``run_dir``.
+
+    :attr:`events`: dicts with ``kind`` ("failure" or "alert"), ``rank``, ``session``,
+    ``host``, ``step`` (int or None), ``wall`` (unix s or None), ``level`` ("error"
+    for a failure), ``title`` (the exception type of a failure) and ``text`` (its
+    message), earliest first. Fields of the wrong type in a hostile file are blanks.
+    """
+
+    def __init__(self, run_dir: str):
+        self.dir = run_dir
+        self._files: dict[tuple[int, int], LogFile] = {}
+        self.events: list[dict] = []
+
+    def poll(self) -> bool:
+        """Read what was appended to the event logs (new ones found); True if an
+        event was added. Unreadable files are left out (never raises for them)."""
+        try:
+            names = os.listdir(self.dir)
+        except OSError:
+            return False
+        for name in names:
+            m = _NAME.match(name)
+            if m:
+                key = (int(m.group(1)), int(m.group(2)))
+                if key not in self._files:
+                    self._files[key] = LogFile(os.path.join(self.dir, name), keep=False)
+        new = []
+        for (rank, session), lf in sorted(self._files.items()):
+            try:
+                delta = lf.poll()
+            except Exception:  # a newer format, a hostile file: its events are left out
+                continue
+            host = _str(lf.header.get("host"))
+            for ev in delta.events:
+                failure = ev.get("kind") == "failure"
+                step = ev.get("step")
+                new.append({
+                    "kind": ev.get("kind"), "rank": rank, "session": session, "host": host,
+                    "step": step if isinstance(step, int) and not isinstance(step, bool) else None,
+                    "wall": _num(ev.get("wall")),
+                    "level": "error" if failure else _str(ev.get("level")),
+                    "title": _str(ev.get("type") if failure else ev.get("title")),
+                    "text": _str(ev.get("message") if failure else ev.get("text")),
+                })
+        if not new:
+            return False
+        self.events = sorted(self.events + new, key=lambda e: (e["wall"] is None, e["wall"] or 0.0, e["rank"]))
+        return True
