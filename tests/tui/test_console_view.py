@@ -9,7 +9,7 @@ import os
 
 import pytest
 from nbtui_helpers import aio, settle
-from nbtui_synth import WALL0
+from nbtui_synth import RUN_ID, WALL0
 from textual.widgets import RichLog
 
 from nbcli.tui.app import NbTui
@@ -180,3 +180,28 @@ def test_alerts_snapshot(snap_compare, demo_root, console_run, view):
     app = NbTui(root=demo_root, runs=[console_run], poll_s=0)
     app.animation_level = "none"
     assert snap_compare(app, terminal_size=(100, 30), run_before=go)
+
+
+@aio
+async def test_runs_list_marks_a_failed_run(demo_root, demo_run):
+    import json
+
+    from textual.widgets import DataTable, Input
+
+    path = os.path.join(demo_run, "run.json")
+    with open(path) as f:
+        meta = json.load(f)
+    meta["status"] = "failed"
+    meta["sessions"][-1]["failure"] = {"rank": 0, "type": "RuntimeError", "message": "CUDA out of memory",
+                                       "step": 150, "wall": WALL0 + 3800.0}
+    with open(path, "w") as f:
+        json.dump(meta, f)
+    app = NbTui(root=demo_root, poll_s=0)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        table = app.screen.query_one(DataTable)
+        marks = {str(table.get_row_at(i)[1]): str(table.get_row_at(i)[0]) for i in range(table.row_count)}
+        assert marks == {RUN_ID: "✗", "demo-1111beef": " "}
+        app.screen.query_one("#runs-filter", Input).value = "runtimeerror"
+        await settle(pilot)
+        assert table.row_count == 1 and str(table.get_row_at(0)[1]) == RUN_ID

@@ -106,6 +106,9 @@ class RunsScreen(Screen):
 
     def _matches(self, row: dict, words: list[str]) -> bool:
         hay = " ".join(str(row.get(k) or "") for k in ("id", "project", "name", "status")).lower()
+        failure = row.get("failure")
+        if isinstance(failure, dict):  # type "runtimeerror" to find the runs that failed with it
+            hay += f" {failure.get('type') or ''} {failure.get('message') or ''}".lower()
         return all(w in hay for w in words)
 
     def _render_rows(self) -> None:
@@ -148,7 +151,9 @@ class RunsScreen(Screen):
     def _cells(self, r: dict) -> list:
         status = str(r.get("status") or "unknown")
         return [
-            Text("●", style="bold #5fafff") if self._key(r) in self.selected else Text(" "),
+            Text("●", style="bold #5fafff") if self._key(r) in self.selected else (
+                # rank 0's failure from run.json (the catalog row): no event log is read per poll
+                Text("✗", style="bold #ff5f5f") if isinstance(r.get("failure"), dict) else Text(" ")),
             lit(r.get("id"), "bold"),
             lit(r.get("project")),
             lit(r.get("name") or ""),
