@@ -119,7 +119,7 @@ def add_event(run_dir: str, rank: int, session: int, event: dict, ms: int = 1000
 
 FAILURE = {"kind": "failure", "type": "RuntimeError", "message": "CUDA out of memory\nsecond line",
            "traceback": "Traceback ...", "step": 150, "wall": WALL0 + 3800.0, "ms": 1000}
-ALERT = {"kind": "alert", "title": "loss \x1b[2Jspike", "text": "[red]3.2x[/red] the median", "level": "warning",
+ALERT = {"kind": "alert", "title": "loss \x1b[2Jspike", "text": "[red]3.2x[/red] the median", "level": "warn",
          "step": 120, "wall": WALL0 + 3750.0, "ms": 900, "suppressed": 0}
 
 
@@ -141,7 +141,7 @@ async def test_alerts_in_header_console_and_plots(demo_root, demo_run):
         await pilot.press("6")
         await settle(pilot)
         box = str(screen.query_one("#alerts").render())
-        assert "rank 0  step 120  warning  loss \\x1b[2Jspike: [red]3.2x[/red] the median" in box
+        assert "rank 0  step 120  warn  loss \\x1b[2Jspike: [red]3.2x[/red] the median" in box
         assert "rank 3  step 150  error  RuntimeError: CUDA out of memory" in box
         assert box.index("step 120") < box.index("step 150")  # by time
         assert "\x1b" not in box
@@ -205,3 +205,46 @@ async def test_runs_list_marks_a_failed_run(demo_root, demo_run):
         app.screen.query_one("#runs-filter", Input).value = "runtimeerror"
         await settle(pilot)
         assert table.row_count == 1 and str(table.get_row_at(0)[1]) == RUN_ID
+
+
+REAL = """
+import os, sys
+import nblog as nb
+run = nb.init("real", run_id="console-00000001", root=sys.argv[1], system=False, console=True)
+for step in range(3):
+    run.add_scalar("loss", 1.0 / (step + 1), step=step)
+    print("training step", step, flush=True)
+os.write(2, b"C-level \\x1b[31mwarning\\x1b[0m on fd 2\\n")
+run.alert("loss spike", "3x the median", "warning")
+raise RuntimeError("boom at the end")
+"""
+
+
+@aio
+async def test_console_and_failure_of_a_real_process(tmp_path):
+    """A real nb.init(console=True) process: its stdout, a C-level write to fd 2 and its
+    uncaught exception reach the Console view, the alert and the failure the header."""
+    import subprocess
+    import sys
+
+    root = str(tmp_path / "runs")
+    proc = subprocess.run([sys.executable, "-c", REAL, root], capture_output=True, timeout=120,
+                          env={k: v for k, v in os.environ.items() if not k.startswith("NB_")})
+    assert proc.returncode == 1 and b"boom at the end" in proc.stderr
+    run_dir = os.path.join(root, "real", "console-00000001")
+    app = NbTui(root=root, runs=[run_dir], poll_s=0)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        head = str(app.screen.query_one("#run-header").render())
+        assert "1 failure" in head and "1 alert" in head
+        await pilot.press("6")
+        await settle(pilot)
+        text = "\n".join(log_lines(app))
+        assert all(f"training step {s}" in text for s in range(3))
+        assert "C-level \\x1b[31mwarning\\x1b[0m on fd 2" in text
+        assert log_styles(app, "C-level") == {"#ff8787"}  # fd 2: stderr
+        assert "RuntimeError: boom at the end" in text  # the traceback nb echoes to stderr
+        box = str(app.screen.query_one("#alerts").render())
+        assert "error  RuntimeError: boom at the end" in box and "warn  loss spike: 3x the median" in box
+        rendered = app.screen.query_one("#alerts").render()
+        assert {str(sp.style) for sp in rendered.spans if rendered.plain[sp.start:sp.end] == "warn"} == {"ansi_yellow"}

@@ -36,7 +36,8 @@ KEYS = [
 ]
 
 LEGEND = (
-    "Plots: × NaN, ▲ +inf, ▼ -inf (markers, not values); ┆ a new session starts (points of an earlier "
+    "Plots: × NaN, ▲ +inf, ▼ -inf (markers, not values); a red │ under ! a failure or alert at its step (the "
+    "header counts them, the Console view lists them); ┆ a new session starts (points of an earlier "
     "session at later steps are hidden, as every reader hides them). Long series are drawn from the min and "
     "max of each bucket — display only; the note above a plot says so. Timers: the slowest rank is in red; "
     "the band is min–max across ranks of seconds per step, with the median and the slowest rank's line. "

@@ -50,7 +50,7 @@ class ConsoleData:
     reset: bool
     lines: list
     files: int
-ALERT_STYLE = {"error": "bold #ff5f5f", "warning": "yellow", "info": "#5fafff"}
+ALERT_STYLE = {"error": "bold #ff5f5f", "warn": "yellow", "warning": "yellow", "info": "#5fafff"}  # run.alert levels
 ALERTS_SHOWN = 8  # the Console view lists the latest N failures and alerts
 
 
