@@ -190,8 +190,7 @@ class RunScreen(Screen):
         self.query_one("#timer-msg").display = False
         self.query_one("#alerts").display = False
         self.query_one(TagTree).focus()
-        self.request(refresh=True)
-        self.poll_events()
+        self.request(refresh=True)  # the events are read once the first view is shown (on_view_ready)
         if self.poll_s > 0:
             self.set_interval(self.poll_s, self.poll)
 
@@ -317,6 +316,10 @@ class RunScreen(Screen):
         if message.seq < self._shown_seq.get(message.view, 0):
             return  # an older answer arriving late
         self._shown_seq[message.view] = message.seq
+        if self._run_events is None:
+            # the first scan reads every rank's whole event logs: after the first plot,
+            # not before it (scripts/bench_tui.py: the scan of a 458 MiB log costs ~0.5 s CPU)
+            self.poll_events()
         if message.view == "scalars":
             self.query_one("#plots", PlotGrid).show(message.data)
             self._mark_plots()
