@@ -1,6 +1,7 @@
 """The failures and alerts of a run, for the run screen: every rank's event logs read
-incrementally (:class:`nblog._logfile.LogFile` without keeping points: only what was
-appended since the last poll is parsed), the events in time order.
+incrementally and a window at a time (nb tail's windowed :class:`~nblog._logfile.LogFile`,
+keeping no points: only what was appended since the last poll is parsed, and a large log
+costs a window of memory, not its size), the events in time order.
 
 Used by one worker thread at a time (not thread-safe).
 """
@@ -8,11 +9,10 @@ Used by one worker thread at a time (not thread-safe).
 from __future__ import annotations
 
 import os
-import re
 
 from nblog._logfile import LogFile
-
-_NAME = re.compile(r"^events\.r(\d+)\.s(\d+)\.log$")
+from nblog._runfile import parse_event_file_name
+from nblog._tail import _WindowedLog
 
 
 def _num(v: object) -> float | None:
@@ -45,19 +45,13 @@ class RunEvents:
         except OSError:
             return False
         for name in names:
-            m = _NAME.match(name)
-            if m:
-                key = (int(m.group(1)), int(m.group(2)))
-                if key not in self._files:
-                    self._files[key] = LogFile(os.path.join(self.dir, name), keep=False)
+            key = parse_event_file_name(name)
+            if key is not None and key not in self._files:
+                self._files[key] = _WindowedLog(os.path.join(self.dir, name), keep=False)
         new = []
         for (rank, session), lf in sorted(self._files.items()):
-            try:
-                delta = lf.poll()
-            except Exception:  # a newer format, a hostile file: its events are left out
-                continue
-            host = _str(lf.header.get("host"))
-            for ev in delta.events:
+            for ev in _new_events(lf):
+                host = _str(lf.header.get("host"))
                 failure = ev.get("kind") == "failure"
                 step = ev.get("step")
                 new.append({
@@ -72,3 +66,18 @@ class RunEvents:
             return False
         self.events = sorted(self.events + new, key=lambda e: (e["wall"] is None, e["wall"] or 0.0, e["rank"]))
         return True
+
+
+def _new_events(lf: LogFile) -> list[dict]:
+    """The events appended to ``lf`` since the last call, read a window at a time; none
+    from a file that cannot be read (a newer format, a hostile file)."""
+    events: list[dict] = []
+    while True:
+        before = lf.offset
+        try:
+            delta = lf.poll()
+        except Exception:
+            return events
+        events.extend(delta.events)
+        if lf.offset == before or lf.size - lf.offset <= lf.pending_bytes:
+            return events
