@@ -264,13 +264,12 @@ class Run(MediaMixin):
             if step is None:
                 step = self._counter
                 self._counter = step + 1
-            elif step.__class__ is not int or step < 0:
+            elif step.__class__ is not int or not 0 <= step < _STEP_END:
+                # refused here, before anything keeps it: a step past int64 must not
+                # become the current step, a tag's highest step or run.json's last step
                 step = self._check_step(step, tag)
                 if step is None:
                     return
-            # The current step is set only once the step fits the format: an int
-            # >= 2**63 fails in _pack, below, and must not become the step of timers
-            # and texts.
             if tag.__class__ is str:
                 tid = self._tids.get(tag)
                 if tid is None:
@@ -301,10 +300,7 @@ class Run(MediaMixin):
         except StrictModeError:
             raise
         except Exception as err:
-            if step.__class__ is int and step >= _STEP_END:  # past int64, found by _pack
-                self._check_step(step, tag)
-            else:
-                self._internal(err)
+            self._internal(err)
 
     def _add_dict(self, values: dict, step: int) -> None:
         ms = (_mono_ns() - self._t0) // 1_000_000 & 0xFFFFFFFF
