@@ -220,3 +220,13 @@ def test_runs_list_snapshot_with_a_running_run(snap_compare, tmp_path, monkeypat
     app = NbTui(root="runs", poll_s=0, clock=Clock(WALL0 + 104.0))
     app.animation_level = "none"
     assert snap_compare(app, terminal_size=(100, 30), run_before=settle)
+
+
+def test_a_constant_series_with_float_noise_is_drawn_flat():
+    """The smoothed line of a constant (1.0, and 1.0000000000000002 from the EMA's
+    rounding) filled the plot's height as a zigzag under a single '1' label."""
+    y = np.where(np.arange(40) % 2 == 0, 1.0, 1.0 + 2.220446049250313e-16)
+    rows = plain_rows(PlotSpec(lines=[Line(x=np.arange(40.0), y=y)]), width=60, height=14)
+    drawn = [i for i, row in enumerate(rows) if any("\u2801" <= ch <= "\u28ff" for ch in row)]
+    assert len(drawn) == 1, rows
+    assert sum("┤" in row for row in rows) >= 2  # ticks around the value, not one '1'

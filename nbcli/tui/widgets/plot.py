@@ -255,9 +255,10 @@ def render_spec(spec: PlotSpec, width: int, height: int,
         y1 = max(float(np.max(a)) for a in ys)
     else:
         y0, y1 = 0.0, 1.0
-    if y1 <= y0:
-        pad = abs(y0) * 0.05 or 0.5
-        y0, y1 = y0 - pad, y1 + pad
+    if y1 - y0 <= max(abs(y0), abs(y1)) * 1e-9:  # flat, up to float noise (an EMA of a constant)
+        mid = (y0 + y1) / 2
+        pad = abs(mid) * 0.05 or 0.5
+        y0, y1 = mid - pad, mid + pad
     if x1 <= x0:
         x0, x1 = x0 - 0.5, x1 + 0.5
     plot_h = max(1, body_h - 2)  # minus the x axis and its labels
