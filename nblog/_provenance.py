@@ -51,9 +51,11 @@ ENV_NAMES = frozenset({
     "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME", "PYTHONHASHSEED", "PYTHONPATH", "VIRTUAL_ENV",
     "CONDA_DEFAULT_ENV", "CUBLAS_WORKSPACE_CONFIG", "LD_LIBRARY_PATH", "HOSTNAME",
 })
-#: A name holding one of these (upper-cased) is never recorded.
+#: A name holding one of these (upper-cased) is never recorded. COMMENT: free text a user
+#: gives the scheduler (``sbatch --comment``: SLURM_COMMENT, SLURM_JOB_COMMENT), which may
+#: hold anything.
 SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "PASS", "COOKIE",
-                "SESSION_ID", "PRIVATE")
+                "SESSION_ID", "PRIVATE", "COMMENT")
 
 _URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/@\s?#]*@")
 

@@ -29,6 +29,7 @@ SECRETS = {
     "DATABASE_URL": "postgres://dbuser:dbpw-planted-1234@dbhost/db",
     "NCCL_IB_PASSWORD": "ncclpw-planted-77",  # an allowed prefix with a secret name
     "SLURM_AUTH_INFO": "slurmauth-planted-31",
+    "SLURM_COMMENT": "comment-planted-5e5e",  # sbatch --comment: free text, may hold anything
 }
 REMOTE_PW = "remotepw-planted-8d8d"
 URL_PW = "urlpw-planted-6e6e"
