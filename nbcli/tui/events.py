@@ -8,6 +8,7 @@ Used by one worker thread at a time (not thread-safe).
 
 from __future__ import annotations
 
+import logging
 import os
 
 from nblog._logfile import LogFile
@@ -76,7 +77,10 @@ def _new_events(lf: LogFile) -> list[dict]:
         before = lf.offset
         try:
             delta = lf.poll()
-        except Exception:
+        except Exception as err:  # said once per file; its events are left out
+            if not getattr(lf, "_nb_events_warned", False):
+                lf._nb_events_warned = True
+                logging.getLogger("nblog").warning("nb tui: cannot read the events of %s: %s", lf.path, err)
             return events
         events.extend(delta.events)
         if lf.offset == before or lf.size - lf.offset <= lf.pending_bytes:
