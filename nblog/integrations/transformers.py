@@ -25,6 +25,7 @@ try:
 except ImportError as err:
     raise missing_extra("transformers", "transformers", err) from err
 
+from .. import _log as log
 from .._init import init
 from .._run import Run
 from . import _common
@@ -79,8 +80,8 @@ class NbCallback(TrainerCallback):
         config: dict[str, Any] = {}
         try:
             config.update(args.to_dict())
-        except Exception:  # arguments of an unexpected kind: keep going without them
-            pass
+        except Exception as err:  # arguments of an unexpected kind: keep going without them
+            log.warning("nblog: TrainingArguments.to_dict() failed (%r); the run's config leaves them out", err)
         model_config = getattr(model, "config", None)
         if model_config is not None and callable(getattr(model_config, "to_dict", None)):
             config["model"] = model_config.to_dict()
