@@ -8,7 +8,7 @@ import os
 
 def ranks_with_logs(run_dir: str) -> list[int]:
     """The ranks that have at least one event log in ``run_dir``, in order."""
-    from nblog._runfile import parse_event_file_name
+    from nblog.format._runfile import parse_event_file_name
 
     try:
         names = os.listdir(run_dir)

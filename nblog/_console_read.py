@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from . import _log as log
 from ._catalog import resolve_run
 from ._errors import RunNotFoundError
-from ._runfile import open_regular
+from .format._runfile import open_regular
 
 _NAME = re.compile(r"^console\.r(\d+)\.s(\d+)\.log$")
 _BLOCK = 1 << 16  # bytes read at a time

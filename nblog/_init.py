@@ -9,13 +9,16 @@ import time
 from collections.abc import Mapping
 
 from . import __version__, _lifecycle
-from . import _format as F
 from . import _log as log
-from ._names import check_name
 from ._ranks import RankInfo, detect_ranks
 from ._resume_step import resume_step
 from ._run import Run
-from ._runfile import (
+from ._runid import derive_run_id, random_run_id, shared_job_id
+from ._settings import Settings, resolve
+from ._writer import Writer
+from .format import _format as F
+from .format._names import check_name
+from .format._runfile import (
     RUN_JSON,
     RunFile,
     event_file_name,
@@ -24,9 +27,6 @@ from ._runfile import (
     read_run_json,
     to_json_config,
 )
-from ._runid import derive_run_id, random_run_id, shared_job_id
-from ._settings import Settings, resolve
-from ._writer import Writer
 
 _RESTART_VARS = ("TORCHELASTIC_RESTART_COUNT", "SLURM_RESTART_COUNT")
 # Variables equal on every rank of one launch and new at the next one: rank 0 records

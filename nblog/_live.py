@@ -27,9 +27,9 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from . import _format as F
 from ._logfile import LogFile, _unwrap, active_offsets, hide_thresholds, read_header
-from ._runfile import parse_event_file_name, read_run_json
+from .format import _format as F
+from .format._runfile import parse_event_file_name, read_run_json
 
 _KIND = {"scalar": F.KIND_SCALAR, "timer": F.KIND_TIMER, "system": F.KIND_SYSTEM, "text": F.KIND_TEXT}
 _RAW = np.dtype(F.NUMPY_POINT_DTYPE)

@@ -15,8 +15,8 @@ from __future__ import annotations
 import os
 import time
 
-from . import _format as F
 from ._errors import StrictModeError
+from .format import _format as F
 
 
 class _LazyModule:
@@ -40,7 +40,7 @@ class _LazyModule:
 
 E = _LazyModule("E", "nblog._media_encode")
 I = _LazyModule("I", "nblog._media_input")  # noqa: E741
-P = _LazyModule("P", "nblog._pack")
+P = _LazyModule("P", "nblog.format._pack")
 
 _mono_ns = time.monotonic_ns
 _MAX_BACKLOG = 512 << 20  # bytes of copied media waiting for the writer thread, at most

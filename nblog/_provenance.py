@@ -310,7 +310,7 @@ def collect(env: Mapping[str, str], argv: list[str], cwd: str, *, rank: int, ses
 
 
 def _write_bytes_atomic(path: str, data: bytes) -> None:
-    from ._runfile import write_bytes_atomic  # the one atomic writer, as run.json's
+    from .format._runfile import write_bytes_atomic  # the one atomic writer, as run.json's
 
     write_bytes_atomic(path, data)
 
@@ -318,7 +318,7 @@ def _write_bytes_atomic(path: str, data: bytes) -> None:
 def _record(run_dir: str, env: Mapping[str, str], argv: list[str], cwd: str, rank: int, session: int,
             launcher: dict, with_diff: bool) -> None:
     from . import _log as log
-    from ._runfile import write_json_atomic
+    from .format._runfile import write_json_atomic
 
     time.sleep(START_DELAY_S)  # let init return first: this thread would hold the GIL
     try:

@@ -19,11 +19,11 @@ from collections.abc import Iterable
 import numpy as np
 import polars as pl
 
-from . import _format as F
 from ._catalog import resolve_run
 from ._logfile import LogFile, _unwrap, active_offsets, hide_thresholds, read_header
-from ._names import check_name
-from ._runfile import parse_event_file_name, read_run_json_retrying
+from .format import _format as F
+from .format._names import check_name
+from .format._runfile import parse_event_file_name, read_run_json_retrying
 
 #: Columns of :meth:`RunReader.scalars` and :meth:`RunReader.timers` frames.
 POINT_SCHEMA = {

@@ -14,12 +14,12 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from . import _format as F
 from ._catalog import run_summary
 from ._media_read import pack_check
 from ._reader import RunReader
 from ._select import tag_matcher
 from ._tail import json_number
+from .format import _format as F
 
 #: ``nb timers`` flags a timer when its slowest rank's mean is this many times the
 #: median of the ranks' means.
@@ -516,7 +516,7 @@ def provenance(run_dir: str) -> list[dict]:
     """The provenance records of a run (``provenance.r<rank>.s<session>.json``), by rank
     then session, each with ``file`` added; a file that is not a JSON object is skipped."""
     from ._provenance import parse_file_name
-    from ._runfile import read_json_file
+    from .format._runfile import read_json_file
 
     try:
         names = os.listdir(run_dir)

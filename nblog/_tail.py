@@ -27,13 +27,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _format as F
 from . import _log as log
 from ._catalog import resolve_run
 from ._errors import FormatVersionError, RunNotFoundError
 from ._logfile import Delta, LogFile, _unwrap
-from ._runfile import open_regular, parse_event_file_name
 from ._select import tag_matcher
+from .format import _format as F
+from .format._runfile import open_regular, parse_event_file_name
 
 _WINDOW = 4 << 20  # bytes of a file read (and held) per LogFile poll
 #: ``Follower.stream(last)`` above this reads the logs twice instead of keeping ``last`` records.
@@ -79,7 +79,7 @@ class Event:
         }
 
 
-json_number = F.json_number  # one rule for non-finite numbers in JSON (nblog._format)
+json_number = F.json_number  # one rule for non-finite numbers in JSON (nblog.format._format)
 
 
 class _WindowedLog(LogFile):

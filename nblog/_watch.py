@@ -39,8 +39,8 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 
-from ._runfile import parse_event_file_name, read_run_json
 from ._tail import KINDS, Event, Follower, json_number
+from .format._runfile import parse_event_file_name, read_run_json
 
 #: The keys every alert has, in this order (rule-specific values follow).
 ALERT_KEYS = ("rule", "level", "run", "rank", "host", "tag", "step", "wall_time", "message")

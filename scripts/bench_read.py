@@ -19,7 +19,7 @@ default, about 1.9 GB of event logs):
 Targets (issue 3): 80M points merged in <= 6 s; ``nb ls`` over 5,000 runs <= 0.5 s; tail
 latency <= 1 s; reader peak memory <= 2x the frame's size.
 
-The event logs are written directly in the on-disk format (``nblog._format``: a session
+The event logs are written directly in the on-disk format (``nblog.format._format``: a session
 header, tag definitions and POINTS frames of at most 1 MiB, each checksummed), generated
 with numpy, so making 80M points takes seconds, not the hours a logging loop would.
 Data is kept in ``--dir`` (default: a temporary folder, removed at the end) and reused
@@ -45,7 +45,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from nblog import _format as F  # noqa: E402
+from nblog.format import _format as F  # noqa: E402
 
 NB = [sys.executable, "-c", "from nbcli.app import main; main()"]
 RUN_ID = "bench-00000000"

@@ -32,7 +32,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from nblog import _format as F  # noqa: E402
+from nblog.format import _format as F  # noqa: E402
 
 FRAME_RECORDS = (1 << 20) // F.POINT_SIZE
 

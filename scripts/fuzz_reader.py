@@ -39,13 +39,13 @@ import atheris  # noqa: E402
 
 with atheris.instrument_imports(include=["nblog"]):
     import nblog as nb
-    from nblog import _format as F
     from nblog._errors import FormatVersionError
     from nblog._live import LiveRun
     from nblog._logfile import LogFile
-    from nblog._pack import BlobError
     from nblog._summary import overview
     from nblog._tail import Follower
+    from nblog.format import _format as F
+    from nblog.format._pack import BlobError
 
 SPLIT = struct.Struct("<I")  # input: u32 length of the event log, the log, then the pack
 STATE = {"target": "reader", "dir": ""}

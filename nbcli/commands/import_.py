@@ -45,7 +45,7 @@ def tensorboard(
     imported before (without --update), 2 for a usage error.
     """
     from nblog._catalog import default_root
-    from nblog._names import check_name
+    from nblog.format._names import check_name
 
     try:
         check_name(project, "--project")

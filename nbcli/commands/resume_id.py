@@ -12,7 +12,7 @@ from .._options import Root
 
 
 def _name(value: str | None, what: str) -> str | None:
-    from nblog._names import check_name
+    from nblog.format._names import check_name
 
     if value is None:
         return None

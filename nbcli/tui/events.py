@@ -12,8 +12,8 @@ import logging
 import os
 
 from nblog._logfile import LogFile
-from nblog._runfile import parse_event_file_name
 from nblog._tail import _WindowedLog
+from nblog.format._runfile import parse_event_file_name
 
 
 def _num(v: object) -> float | None:

@@ -11,7 +11,7 @@ import sys
 
 from cli_helpers import clean_env
 
-import nblog._format as F
+import nblog.format._format as F
 
 POINTS = 5_000_000  # 24 bytes each: a 114 MiB event log
 

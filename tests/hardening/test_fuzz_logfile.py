@@ -40,12 +40,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import nblog as nb
-from nblog import _format as F
 from nblog._errors import FormatVersionError
 from nblog._live import LiveRun
-from nblog._pack import BlobError
 from nblog._summary import overview
 from nblog._tail import Follower
+from nblog.format import _format as F
+from nblog.format._pack import BlobError
 
 EXAMPLES = 1500 if FULL else 150
 ALLOC_LIMIT = 64 << 20  # bytes: far below every length a hostile header declares

@@ -29,7 +29,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import nblog as nb
-from nblog._pack import BlobError
+from nblog.format._pack import BlobError
 
 EXAMPLES = 1000 if FULL else 100
 FUZZ = settings(max_examples=EXAMPLES, deadline=5000, derandomize=not FULL,
@@ -193,7 +193,7 @@ def test_a_pack_header_torn_by_kill_9_is_rewritten_and_a_foreign_file_is_refused
 
 def test_read_blob_never_reads_past_the_end(base):
     """``read_blob`` on a pack whose header says 2**40 bytes and a reference that agrees."""
-    from nblog._pack import read_blob
+    from nblog.format._pack import read_blob
 
     head = struct.pack("<3sBQI", b"NBB", 1, 2**40, 0)
     pack = base["pack"][:8] + head + struct.pack("<I", zlib.crc32(head)) + b"x" * 100

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 import nblog as nb
 from nbcli.app import app
-from nblog import _format as F
+from nblog.format import _format as F
 
 
 def warnings_of(caplog) -> list[str]:

@@ -29,8 +29,8 @@ from hardkit import REPO, clean_env
 
 import nblog as nb
 from nblog import _init as nb_init
-from nblog import _runfile
 from nblog._writer import Writer, create_exclusive
+from nblog.format import _runfile
 
 SECRET = b"someone else's file: never written through a link\n"
 

@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 
 import nblog as nb
 from nbcli.app import app
-from nblog import _format as F
+from nblog.format import _format as F
 
 HOSTILE = [
     "\x1b[31mred\x1b[0m",  # SGR

@@ -17,7 +17,7 @@ import pytest
 from _media_helpers import read_back
 
 import nblog as nb
-from nblog import _pack as P
+from nblog.format import _pack as P
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -13,7 +13,7 @@ import os
 import numpy as np
 from nbtui_synth import WALL0, EventFile, loss
 
-from nblog import _format as F
+from nblog.format import _format as F
 
 RANKS_ID = "bands-00008888"
 DIVERGES = 5

@@ -21,9 +21,9 @@ import numpy as np
 from nbtui_synth import WALL0, EventFile
 from PIL import Image
 
-from nblog import _format as F
-from nblog import _pack as P
 from nblog._media_encode import histogram_stats
+from nblog.format import _format as F
+from nblog.format import _pack as P
 
 RUN_ID = "vis-0000cafe"
 CAPTION = "pred [bold]not markup[/bold]"

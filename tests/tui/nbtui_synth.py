@@ -18,7 +18,7 @@ import os
 
 import numpy as np
 
-from nblog import _format as F
+from nblog.format import _format as F
 
 WALL0 = 1_700_000_000.0  # 2023-11-14 22:13:20 UTC
 RUN_ID = "demo-0000abcd"

@@ -111,7 +111,7 @@ def test_console_snapshot(snap_compare, demo_root, console_run):
 
 def add_event(run_dir: str, rank: int, session: int, event: dict, ms: int = 1000) -> None:
     """Append a STATS frame carrying ``event`` (as the writer records failures and alerts)."""
-    from nblog import _format as F
+    from nblog.format import _format as F
 
     with open(os.path.join(run_dir, f"events.r{rank}.s{session}.log"), "ab") as f:
         f.write(F.json_frame(F.FRAME_STATS, {"ms": ms, "event": event}))

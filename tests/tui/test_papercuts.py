@@ -16,7 +16,7 @@ from nbcli.tui.app import NbTui
 from nbcli.tui.screens.run import PlotGrid
 from nbcli.tui.widgets.plot import BraillePlot, Line, PlotSpec, render_spec
 from nbcli.tui.widgets.tagtree import TagTree
-from nblog import _format as F
+from nblog.format import _format as F
 
 
 def write(root, project: str, run_id: str, name: str, *, ranks=None, meta=None) -> str:

@@ -21,7 +21,7 @@ from nbcli.tui.screens.run import PlotGrid, RunScreen
 from nbcli.tui.screens.runs import RunsScreen
 from nbcli.tui.widgets.plot import BraillePlot
 from nbcli.tui.widgets.tagtree import TagTree
-from nblog import _format as F
+from nblog.format import _format as F
 
 
 def header_text(app) -> str:

@@ -10,11 +10,11 @@ import os
 import pytest
 
 import nblog as nb
-from nblog import _format as F
 from nblog import _provenance as P
 from nblog import _run
 from nblog._logfile import LogFile
 from nblog._writer import Writer
+from nblog.format import _format as F
 
 
 def test_alert_levels_rate_limit_and_bad_input(make_run, caplog) -> None:

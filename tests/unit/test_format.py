@@ -1,4 +1,4 @@
-"""nblog._format: the file header, frames, checksums and payload codecs."""
+"""nblog.format._format: the file header, frames, checksums and payload codecs."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import zlib
 
 import pytest
 
-from nblog import _format as F
+from nblog.format import _format as F
 
 
 def test_file_header():

@@ -14,9 +14,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tui"))
 
 import nbtui_synth as synth  # noqa: E402
 
-from nblog import _format as F  # noqa: E402
 from nblog._live import LiveRun  # noqa: E402
 from nblog._reader import RunReader  # noqa: E402
+from nblog.format import _format as F  # noqa: E402
 
 
 @pytest.fixture

@@ -1,10 +1,10 @@
-"""nblog._names: names that become path components, and slugs of run names."""
+"""nblog.format._names: names that become path components, and slugs of run names."""
 
 from __future__ import annotations
 
 import pytest
 
-from nblog._names import check_name, slug
+from nblog.format._names import check_name, slug
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ import math
 import pytest
 
 import nblog as nb
-from nblog import _format as F
+from nblog.format import _format as F
 
 
 def write(make_run, env, steps, big=False):

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import os
 
-from nblog import _format as F
 from nblog._resume_step import _HEAD, _TAIL, log_last_step, resume_step
 from nblog._writer import Writer
+from nblog.format import _format as F
 
 
 def write_log(path, points, texts=(), system_tags=()):

@@ -42,8 +42,8 @@ import stat
 import struct
 import zlib
 
-from ._errors import BlobError
-from ._writer import create_exclusive
+from .._errors import BlobError
+from .._writer import create_exclusive
 
 PACK_VERSION = 1
 PACK_MAGIC = b"NBMP"

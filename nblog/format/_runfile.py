@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from stat import S_ISREG
 from struct import error as struct_error
 
-from ._writer import create_exclusive
+from .._writer import create_exclusive
 
 _O_READ = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
 
@@ -208,7 +208,7 @@ def _replace_aside(tmp: str, path: str, err: OSError) -> None:
             pass
     if not _warned_rename:
         _warned_rename = True
-        from . import _log as log
+        from .. import _log as log
 
         log.warning(
             "nblog: this file system cannot replace a file by renaming over it (%s: %s); "
@@ -301,7 +301,7 @@ def sessions_from_logs(run_dir: str) -> list[dict]:
     ended, as after a kill -9); ``"config_unknown": true`` since headers hold no config
     (the session may have been started with a changed one). Reads the log's first
     256 KiB and last 2 MiB at most (:mod:`nblog._resume_step`'s scan)."""
-    from ._logfile import read_header
+    from .._logfile import read_header
 
     try:
         names = os.listdir(run_dir)
@@ -330,8 +330,8 @@ def _log_record_summary(path: str) -> dict:
     """first_step, last_step, end, end_reason and duration_s of an event log, from
     its first 256 KiB (first step) and last 2 MiB (last step, END record); standard
     library only. Never raises: an unreadable log gives Nones."""
+    from .._resume_step import _HEAD, _TAIL, _frames, log_last_step
     from . import _format as F
-    from ._resume_step import _HEAD, _TAIL, _frames, log_last_step
 
     out: dict = {"first_step": None, "last_step": log_last_step(path), "end": None, "end_reason": None}
     try:
@@ -413,14 +413,14 @@ def load_run_json_for_resume(run_dir: str) -> dict | None:
                 data = got
         if data is None and not rebuilt:
             if state == "unreadable":
-                from . import _log as log
+                from .. import _log as log
 
                 log.warning("nblog: %s exists but is not a JSON object, and no copy of it "
                             "or event log is there to continue from; writing it afresh",
                             os.path.join(run_dir, RUN_JSON))
             return None
         data = dict(data or {})
-        from . import _log as log
+        from .. import _log as log
 
         log.warning(
             "nblog: %s is %s; continuing the run from %s (%d sessions known)",
