@@ -589,7 +589,7 @@ def _make_run(project, name, rid, run_dir, ranks: RankInfo, runfile: RunFile | N
     if is_logging or settings.scalars_all_ranks:  # the other ranks' scalars need their writer too
         run._ensure_writer()
     if ranks.local_rank == 0 and settings.system:
-        from ._system import start_sampler
+        from .system._system import start_sampler
 
         start_sampler(run, settings.system, settings.system_interval, env)
     if settings.console or "nblog._console" in sys.modules:  # a new init ends an earlier capture

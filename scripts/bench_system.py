@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Cost of one system-metrics sample (nblog._system.Sampler.sample), in milliseconds.
+"""Cost of one system-metrics sample (nblog.system._system.Sampler.sample), in milliseconds.
 
     .venv/bin/python scripts/bench_system.py            # psutil, and psutil + 8 fake GPUs
     .venv/bin/python scripts/bench_system.py --real-nvml   # the installed pynvml instead
@@ -26,7 +26,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from nblog._system import Sampler  # noqa: E402
+from nblog.system._system import Sampler  # noqa: E402
 
 PSUTIL_GROUPS = ("cpu", "memory", "disk", "network")
 

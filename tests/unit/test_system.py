@@ -1,4 +1,4 @@
-"""System metrics (nblog._system, nblog._nvml): real psutil, a fake pynvml."""
+"""System metrics (nblog.system._system, nblog.system._nvml): real psutil, a fake pynvml."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import psutil
 import pytest
 
 import nblog as nb
-from nblog._nvml import parse_cuda_visible_devices
-from nblog._system import Sampler
+from nblog.system._nvml import parse_cuda_visible_devices
+from nblog.system._system import Sampler
 
 FAKES = Path(__file__).resolve().parents[1] / "fakes"
 REPO = Path(__file__).resolve().parents[2]

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from . import _log as log
+from .. import _log as log
 
 # NVML return codes (nvml.h): stable ABI values, also in pynvml as NVML_ERROR_*.
 _INVALID_ARGUMENT = 2

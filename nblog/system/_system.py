@@ -37,8 +37,8 @@ import threading
 import time
 from collections.abc import Mapping
 
-from . import _log as log
-from ._init import hostname
+from .. import _log as log
+from .._init import hostname
 from ._nvml import Gpus
 
 PSUTIL_GROUPS = ("cpu", "memory", "disk", "network")
