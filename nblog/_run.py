@@ -25,7 +25,9 @@ from .format import _format as F
 _mono_ns = time.monotonic_ns
 _perf = time.perf_counter
 _pack = F.POINT.pack
-_NBLOG_DIR = os.path.dirname(os.path.abspath(__file__))
+# nblog's own code: the package folder and its wings (integrations/ is the caller's side)
+_NBLOG_DIR = os.path.dirname(os.path.abspath(sys.modules[__name__.partition(".")[0]].__file__ or ""))
+_NBLOG_DIRS = frozenset([_NBLOG_DIR] + [os.path.join(_NBLOG_DIR, w) for w in ("format", "write", "media", "system", "reader")])
 _STEP_END = 1 << 63  # steps are stored as int64
 ALERT_LEVELS = ("info", "warn", "error")
 ALERT_INTERVAL_S = 60.0  # one alert per title per this many seconds; the rest are counted
@@ -886,6 +888,6 @@ def _read_error_file(path: str) -> object:
 def _call_site() -> str:
     """``file:line`` of the first frame outside nblog (the user's logging call)."""
     f = sys._getframe(1)
-    while f is not None and os.path.dirname(os.path.abspath(f.f_code.co_filename)) == _NBLOG_DIR:
+    while f is not None and os.path.dirname(os.path.abspath(f.f_code.co_filename)) in _NBLOG_DIRS:
         f = f.f_back
     return f"{f.f_code.co_filename}:{f.f_lineno}" if f is not None else "?"
