@@ -18,9 +18,9 @@ from functools import wraps
 
 from . import _log as log
 from ._errors import StrictModeError
-from ._media import MediaMixin, MediaSink, _figure_noop
 from ._writer import Writer
 from .format import _format as F
+from .media._media import MediaMixin, MediaSink, _figure_noop
 
 _mono_ns = time.monotonic_ns
 _perf = time.perf_counter

@@ -246,8 +246,8 @@ def _take_tensor(sess: _Session, wall: float, step: int, value, plugin: str, ski
 
 
 def _image(blob: bytes) -> tuple[int, bytes, dict]:
-    from ._media_encode import png_size
     from .format._pack import BLOB_JPEG, BLOB_PNG
+    from .media._media_encode import png_size
 
     if blob[:8] == b"\x89PNG\r\n\x1a\n":
         width, height, channels = png_size(blob) or (None, None, None)

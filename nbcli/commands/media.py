@@ -135,7 +135,7 @@ def _write(reader, df, output: str, as_json: bool) -> None:
 
     from nblog import NbError
     from nblog._export import refuse_linked_folders, write_output
-    from nblog._media_encode import decode_histogram
+    from nblog.media._media_encode import decode_histogram
 
     width = max(6, len(str(df["step"].max())))
     used: set[str] = set()

@@ -221,7 +221,7 @@ class MediaSource:
                              [_meta(r) for r in recs], keys=[r.key for r in recs])
 
     def _one_by_one(self, recs: list[MediaRecord]) -> HistogramData:
-        from nblog._media_encode import decode_histogram
+        from nblog.media._media_encode import decode_histogram
 
         kept, edges, counts = [], [], []
         for r in recs:

@@ -14,7 +14,7 @@ import pytest
 from _media_helpers import dropped
 
 import nblog as nb
-from nblog import _media_encode
+from nblog.media import _media_encode
 
 SLOW_S = 0.2
 

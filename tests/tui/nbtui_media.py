@@ -21,9 +21,9 @@ import numpy as np
 from nbtui_synth import WALL0, EventFile
 from PIL import Image
 
-from nblog._media_encode import histogram_stats
 from nblog.format import _format as F
 from nblog.format import _pack as P
+from nblog.media._media_encode import histogram_stats
 
 RUN_ID = "vis-0000cafe"
 CAPTION = "pred [bold]not markup[/bold]"

@@ -32,8 +32,8 @@ from nbcli.tui.widgets.histogram import HistogramView
 from nbcli.tui.widgets.medialist import MediaList
 from nbcli.tui.widgets.mediapane import MediaPane, head_text
 from nbcli.tui.widgets.picture import Picture
-from nblog._media_encode import histogram_stats
 from nblog.format import _format as F
+from nblog.media._media_encode import histogram_stats
 
 
 @pytest.fixture

@@ -15,8 +15,8 @@ from __future__ import annotations
 import os
 import time
 
-from ._errors import StrictModeError
-from .format import _format as F
+from .._errors import StrictModeError
+from ..format import _format as F
 
 
 class _LazyModule:
@@ -38,8 +38,8 @@ class _LazyModule:
         return getattr(module, attr)
 
 
-E = _LazyModule("E", "nblog._media_encode")
-I = _LazyModule("I", "nblog._media_input")  # noqa: E741
+E = _LazyModule("E", "nblog.media._media_encode")
+I = _LazyModule("I", "nblog.media._media_input")  # noqa: E741
 P = _LazyModule("P", "nblog.format._pack")
 
 _mono_ns = time.monotonic_ns

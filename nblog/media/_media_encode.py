@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import io
 
-from .format import _pack as P
+from ..format import _pack as P
 
 PNG_COMPRESS_LEVEL = 3  # zlib level: lossless either way; 6 (Pillow's default) is ~2x slower
 GRID_COLUMNS = 8  # as torch.utils.tensorboard's make_grid
