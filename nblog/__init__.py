@@ -26,8 +26,8 @@ from ._errors import (  # noqa: E402
     RunNotFoundError,
     StrictModeError,
 )
-from ._init import init  # noqa: E402
-from ._run import Run, Timer  # noqa: E402
+from .write._init import init  # noqa: E402
+from .write._run import Run, Timer  # noqa: E402
 
 __all__ = [
     "AmbiguousRunError",

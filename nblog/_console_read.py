@@ -1,6 +1,6 @@
 """Reading the console files of a run: the engine of ``nb logs``.
 
-A console file (``console.r<rank>.s<session>.log``, written by :mod:`nblog._console_tee`,
+A console file (``console.r<rank>.s<session>.log``, written by :mod:`nblog.write._console_tee`,
 format in nb-format(5)) is a sequence of lines ``<unix time>\\t<step or ->\\t<o|e|!>\\t<text>\\n``.
 Only lines ending in a newline count: a last line without one is "not written yet"
 (or cut by a ``kill -9`` of the helper) and is left for the next poll. Lines that do

@@ -488,7 +488,7 @@ def incidents(reader: RunReader, files: list[dict] | None = None, status: str | 
 
 
 def _this_host() -> str:
-    from ._init import hostname
+    from .write._init import hostname
 
     return hostname(os.environ)
 
@@ -515,8 +515,8 @@ MAX_PROVENANCE_BYTES = 16 << 20
 def provenance(run_dir: str) -> list[dict]:
     """The provenance records of a run (``provenance.r<rank>.s<session>.json``), by rank
     then session, each with ``file`` added; a file that is not a JSON object is skipped."""
-    from ._provenance import parse_file_name
     from .format._runfile import read_json_file
+    from .write._provenance import parse_file_name
 
     try:
         names = os.listdir(run_dir)

@@ -3,7 +3,7 @@
 Reading is TensorBoard's own: records come from
 ``tensorboard.backend.event_processing.event_file_loader.RawEventFileLoader`` and are
 parsed as ``event_pb2.Event``; nothing here parses the record framing. Writing is nb's
-own writer (:class:`nblog._writer.Writer`) fed records whose milliseconds are computed
+own writer (:class:`nblog.write._writer.Writer`) fed records whose milliseconds are computed
 from each event's original wall time, so wall times read back within 1 ms.
 
 Layout: every folder under LOGDIR holding ``*tfevents*`` files becomes one run of rank 0
@@ -40,9 +40,9 @@ from dataclasses import dataclass, field
 
 from . import __version__
 from . import _log as log
-from ._runid import derive_run_id
 from .format import _format as F
 from .format._runfile import RunFile, event_file_name, next_session, read_run_json
+from .write._runid import derive_run_id
 
 _RECORD_OVERHEAD = 16  # u64 length, u32 length crc, u32 data crc around each record
 
@@ -311,8 +311,8 @@ def _walls(sess: _Session) -> list[float]:
 
 def _write_session(run_dir: str, project: str, rid: str, session: int, sess: _Session) -> dict:
     """Write one session's event log (and media pack); return its run.json entry."""
-    from ._writer import Writer
     from .format._pack import PackWriter, pack_file_name, session_pack_file_name
+    from .write._writer import Writer
 
     walls = _walls(sess)
     wall0, wall1 = min(walls), max(walls)

@@ -46,9 +46,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import _log as log
-from ._init import init
-from ._run import Run
-from ._runid import derive_run_id, shared_job_id
+from .write._init import init
+from .write._run import Run
+from .write._runid import derive_run_id, shared_job_id
 
 # a rank part of a log_dir: a whole last folder "rank_3"/"rank3"/"rank-3", or a suffix
 # "_rank3"/"-rank_3"/".rank3" of the last folder's name

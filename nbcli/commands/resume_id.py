@@ -48,7 +48,7 @@ def resume_id(
     nb.init derives for PROJECT, NAME and that job. With --latest, the newest run of
     PROJECT and NAME under the root (exit 1 if there is none). Otherwise a fresh random id.
     """
-    from nblog._runid import derive_run_id, random_run_id, shared_job_id
+    from nblog.write._runid import derive_run_id, random_run_id, shared_job_id
 
     project = _name(project, "PROJECT")
     name = _name(name, "--name")

@@ -43,7 +43,7 @@ import struct
 import zlib
 
 from .._errors import BlobError
-from .._writer import create_exclusive
+from ..write._writer import create_exclusive
 
 PACK_VERSION = 1
 PACK_MAGIC = b"NBMP"

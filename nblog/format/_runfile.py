@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from stat import S_ISREG
 from struct import error as struct_error
 
-from .._writer import create_exclusive
+from ..write._writer import create_exclusive
 
 _O_READ = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
 
@@ -300,7 +300,7 @@ def sessions_from_logs(run_dir: str) -> list[dict]:
     seconds), end_reason and duration_s from the END record (None: the session never
     ended, as after a kill -9); ``"config_unknown": true`` since headers hold no config
     (the session may have been started with a changed one). Reads the log's first
-    256 KiB and last 2 MiB at most (:mod:`nblog._resume_step`'s scan)."""
+    256 KiB and last 2 MiB at most (:mod:`nblog.write._resume_step`'s scan)."""
     from .._logfile import read_header
 
     try:
@@ -330,7 +330,7 @@ def _log_record_summary(path: str) -> dict:
     """first_step, last_step, end, end_reason and duration_s of an event log, from
     its first 256 KiB (first step) and last 2 MiB (last step, END record); standard
     library only. Never raises: an unreadable log gives Nones."""
-    from .._resume_step import _HEAD, _TAIL, _frames, log_last_step
+    from ..write._resume_step import _HEAD, _TAIL, _frames, log_last_step
     from . import _format as F
 
     out: dict = {"first_step": None, "last_step": log_last_step(path), "end": None, "end_reason": None}

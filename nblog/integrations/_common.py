@@ -7,10 +7,10 @@ import socket
 from collections.abc import Mapping
 
 from .. import _log as log
-from .._run import Run
-from .._runid import derive_run_id, shared_job_id
 from ..format._names import check_name
 from ..format._runfile import to_json_config
+from ..write._run import Run
+from ..write._runid import derive_run_id, shared_job_id
 
 RUN_ID_FILE = "nb_run_id"  # beside a framework's checkpoint: the id of the run that wrote it
 

@@ -26,8 +26,8 @@ try:
 except ImportError as err:
     raise missing_extra("accelerate", "accelerate", err) from err
 
-from .._init import init
-from .._run import Run
+from ..write._init import init
+from ..write._run import Run
 from . import _common
 
 

@@ -41,9 +41,9 @@ except ImportError:  # the older package name
         raise missing_extra("Lightning (lightning or pytorch_lightning)", "lightning", err) from err
 
 from .. import _log as log
-from .._init import init
-from .._run import Run
-from .._runid import random_run_id, shared_job_id
+from ..write._init import init
+from ..write._run import Run
+from ..write._runid import random_run_id, shared_job_id
 from . import _common
 
 ENV_RUN_ID = "NB_LIGHTNING_RUN_ID"

@@ -26,8 +26,8 @@ except ImportError as err:
     raise missing_extra("transformers", "transformers", err) from err
 
 from .. import _log as log
-from .._init import init
-from .._run import Run
+from ..write._init import init
+from ..write._run import Run
 from . import _common
 
 _CHECKPOINT_PREFIX = "checkpoint"  # Trainer's checkpoint folders: <output_dir>/checkpoint-<step>

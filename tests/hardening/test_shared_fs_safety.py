@@ -28,9 +28,9 @@ import pytest
 from hardkit import REPO, clean_env
 
 import nblog as nb
-from nblog import _init as nb_init
-from nblog._writer import Writer, create_exclusive
 from nblog.format import _runfile
+from nblog.write import _init as nb_init
+from nblog.write._writer import Writer, create_exclusive
 
 SECRET = b"someone else's file: never written through a link\n"
 

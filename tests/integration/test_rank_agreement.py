@@ -24,7 +24,7 @@ from _nbproc import (
 )
 
 import nblog as nb
-from nblog._runid import derive_run_id
+from nblog.write._runid import derive_run_id
 
 PROJECT, NAME = "agree", "ddp"
 STEPS = 5

@@ -15,7 +15,7 @@ import sys
 from _nbproc import base_env, mpirun_env, run_ranks, srun_env, start_rank, wait
 
 import nblog as nb
-from nblog._runid import derive_run_id
+from nblog.write._runid import derive_run_id
 
 PROJECT = "resume"
 

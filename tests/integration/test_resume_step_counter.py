@@ -22,7 +22,7 @@ import pytest
 from _nbproc import HANG_GUARD_S, Done, base_env, srun_env, torchrun_env, wait
 
 import nblog as nb
-from nblog._runid import derive_run_id
+from nblog.write._runid import derive_run_id
 
 SCRIPT = Path(__file__).resolve().parent / "_scripts" / "counter_rank.py"
 PROJECT = "count"

@@ -7,7 +7,7 @@ suite: rank 0's session 0 ended with no points and no END frame although steps 0
 been logged. The same happens when a Slurm requeue or scancel lands during the final
 ``finish()`` or the atexit flush.
 
-Cause (fixed in nblog/_lifecycle.py): ``Run.finish`` sets ``_finished`` before it flushes,
+Cause (fixed in nblog/write/_lifecycle.py): ``Run.finish`` sets ``_finished`` before it flushes,
 and the SIGTERM handler only flushed runs that were not ``_finished``; with the default
 SIGTERM action it then re-raised the signal at once, killing the process in the middle of
 the interrupted finish. The handler now closes the writer of a finishing run too. SPEC §5: buffered events are flushed on uncaught exceptions and on

@@ -27,7 +27,7 @@ from launchkit import (
 )
 
 import nblog as nb
-from nblog._runid import derive_run_id
+from nblog.write._runid import derive_run_id
 
 pytestmark = pytest.mark.launchers
 

@@ -24,7 +24,7 @@ from launchkit import (
 )
 
 import nblog as nb
-from nblog._runid import derive_run_id, is_torchrun_uuid
+from nblog.write._runid import derive_run_id, is_torchrun_uuid
 
 pytestmark = pytest.mark.launchers
 

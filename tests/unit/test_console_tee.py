@@ -1,4 +1,4 @@
-"""nblog._console_tee, the console helper's file side: lines dropped from a file that
+"""nblog.write._console_tee, the console helper's file side: lines dropped from a file that
 lags are counted in a note; a write the kernel cuts short is cut back to whole lines."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import subprocess
 import sys
 import textwrap
 
-from nblog._console_tee import FileSink
+from nblog.write._console_tee import FileSink
 
 
 def test_lines_dropped_while_the_file_lags_are_counted_in_a_note(tmp_path):
@@ -32,7 +32,7 @@ def test_lines_dropped_while_the_file_lags_are_counted_in_a_note(tmp_path):
 
 CUT = """
 import os, resource, signal, sys
-from nblog._console_tee import FileSink
+from nblog.write._console_tee import FileSink
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead
 resource.setrlimit(resource.RLIMIT_FSIZE, (1000, 1000))
 fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND)

@@ -10,11 +10,11 @@ import os
 import pytest
 
 import nblog as nb
-from nblog import _provenance as P
-from nblog import _run
 from nblog._logfile import LogFile
-from nblog._writer import Writer
 from nblog.format import _format as F
+from nblog.write import _provenance as P
+from nblog.write import _run
+from nblog.write._writer import Writer
 
 
 def test_alert_levels_rate_limit_and_bad_input(make_run, caplog) -> None:
@@ -160,8 +160,8 @@ def test_an_open_session_of_a_live_process_here_is_not_called_ended(tmp_path, al
     import subprocess
     import sys
 
-    from nblog._init import hostname
     from nblog._summary import incidents
+    from nblog.write._init import hostname
 
     run_dir = tmp_path / "p" / "r-1"
     run_dir.mkdir(parents=True)

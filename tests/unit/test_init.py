@@ -12,7 +12,7 @@ import re
 import pytest
 
 import nblog as nb
-from nblog._runid import derive_run_id
+from nblog.write._runid import derive_run_id
 
 
 def run_json(run):

@@ -18,7 +18,7 @@ import time
 import pytest
 
 import nblog as nb
-from nblog._writer import Writer
+from nblog.write._writer import Writer
 
 DEADLINE_S = 20.0
 

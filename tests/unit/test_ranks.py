@@ -1,4 +1,4 @@
-"""nblog._ranks.detect_ranks: torchrun > Open MPI > Slurm > single process.
+"""nblog.write._launch.detect_ranks: torchrun > Open MPI > Slurm > single process.
 
 The environments below are what the launchers really set (shared/launchers/README.md),
 including the nested launches where an outer launcher's variables lie.
@@ -10,7 +10,7 @@ import logging
 
 import pytest
 
-from nblog._ranks import RankInfo, detect_ranks
+from nblog.write._launch import RankInfo, detect_ranks
 
 
 def torchrun(rank, world=4, local=None, local_world=None, group_rank=0):

@@ -1,4 +1,4 @@
-"""nblog._resume_step: the last step of an event log, read from its ends with the stdlib.
+"""nblog.write._resume_step: the last step of an event log, read from its ends with the stdlib.
 
 init reads it on a resume to continue the step counter; it must find the highest
 non-system step near the end however long the log is, and never fail on a torn or
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import os
 
-from nblog._resume_step import _HEAD, _TAIL, log_last_step, resume_step
-from nblog._writer import Writer
 from nblog.format import _format as F
+from nblog.write._resume_step import _HEAD, _TAIL, log_last_step, resume_step
+from nblog.write._writer import Writer
 
 
 def write_log(path, points, texts=(), system_tags=()):

@@ -1,4 +1,4 @@
-"""nblog._run.Run: the logging calls of a training loop, read back with RunReader.
+"""nblog.write._run.Run: the logging calls of a training loop, read back with RunReader.
 
 Bad input never raises (it is warned about once per call site and tag, skipped and
 counted in the session); ``NB_STRICT=1`` raises instead. Values and tags round-trip

@@ -1,4 +1,4 @@
-"""nblog._runid: the shared job id, derived and random run ids."""
+"""nblog.write._runid: the shared job id, derived and random run ids."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from nblog._runid import derive_run_id, is_torchrun_uuid, random_run_id, shared_job_id
+from nblog.write._runid import derive_run_id, is_torchrun_uuid, random_run_id, shared_job_id
 
 RUN_ID = re.compile(r"^[a-z0-9._-]+-[0-9a-f]{8}$")
 UUID = str(uuid.uuid4())

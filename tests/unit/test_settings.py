@@ -1,4 +1,4 @@
-"""nblog._settings.resolve: argument, then NB_* variable, then default."""
+"""nblog.write._settings.resolve: argument, then NB_* variable, then default."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from nblog._settings import SYSTEM_GROUPS, parse_system, resolve
+from nblog.write._settings import SYSTEM_GROUPS, parse_system, resolve
 
 DEFAULTS = dict(
     root=None, mode=None, strict=None, resume=None, run_id=None, flush_interval=None,

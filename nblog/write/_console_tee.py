@@ -1,6 +1,6 @@
 """The console helper process: echo a rank's stdout and stderr, and stamp them into a file.
 
-Started by :mod:`nblog._console` as ``python -I -S <this file> OUT ERR FILE STEP INTERVAL``
+Started by :mod:`nblog.write._console` as ``python -I -S <this file> OUT ERR FILE STEP INTERVAL``
 (standard library only, nothing of nblog imported), with the read ends of two pipes
 (the training process's fd 1 and fd 2 now point at their write ends), the console file
 opened for appending, and a shared 16-byte memory file through which the training

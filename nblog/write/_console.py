@@ -4,7 +4,7 @@
 
 1. the console file is created (``O_EXCL | O_NOFOLLOW``, never through a link);
 2. two pipes are made (as large as ``/proc/sys/fs/pipe-max-size`` allows, up to 4 MiB),
-   and a helper process (:mod:`nblog._console_tee`, ``python -I -S``, standard library
+   and a helper process (:mod:`nblog.write._console_tee`, ``python -I -S``, standard library
    only) is started with their read ends, the file, and a 16-byte shared memory file
    holding the current step; its fd 1 and 2 are this process's original ones;
 3. ``sys.stdout`` and ``sys.stderr`` are flushed and the pipes' write ends are put on
@@ -42,7 +42,7 @@ import subprocess
 import sys
 import threading
 
-from . import _log as log
+from .. import _log as log
 
 _TEE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_console_tee.py")
 _PIPE_MAX = 4 << 20  # bytes of pipe buffer asked for, at most

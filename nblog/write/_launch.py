@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import namedtuple
 from collections.abc import Mapping
 
-from . import _log as log
+from .. import _log as log
 
 # (launcher, rank, local rank, world size, local world size) variables, in order.
 _SOURCES = (

@@ -129,7 +129,7 @@ def safe_argv(argv: list[str]) -> list[str]:
 
 def _libraries() -> dict:
     """Versions of key libraries, only as they are already imported (nothing imported here)."""
-    from . import __version__
+    from .. import __version__
 
     out: dict = {"nblog": __version__}
     mods = sys.modules
@@ -310,15 +310,15 @@ def collect(env: Mapping[str, str], argv: list[str], cwd: str, *, rank: int, ses
 
 
 def _write_bytes_atomic(path: str, data: bytes) -> None:
-    from .format._runfile import write_bytes_atomic  # the one atomic writer, as run.json's
+    from ..format._runfile import write_bytes_atomic  # the one atomic writer, as run.json's
 
     write_bytes_atomic(path, data)
 
 
 def _record(run_dir: str, env: Mapping[str, str], argv: list[str], cwd: str, rank: int, session: int,
             launcher: dict, with_diff: bool) -> None:
-    from . import _log as log
-    from .format._runfile import write_json_atomic
+    from .. import _log as log
+    from ..format._runfile import write_json_atomic
 
     time.sleep(START_DELAY_S)  # let init return first: this thread would hold the GIL
     try:

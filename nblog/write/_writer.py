@@ -35,8 +35,8 @@ import time
 from collections import Counter
 from collections.abc import Callable
 
-from . import _log as log
-from .format import _format as F
+from .. import _log as log
+from ..format import _format as F
 
 _CHUNK = (1 << 20) // F.POINT_SIZE * F.POINT_SIZE  # points per frame: at most 1 MiB
 _MAX_BACKLOG = 256 << 20  # bytes of points kept in memory while the disk lags

@@ -11,7 +11,7 @@ import os
 import re
 from collections.abc import Mapping
 
-from .format._names import slug
+from ..format._names import slug
 
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 

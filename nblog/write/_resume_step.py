@@ -24,8 +24,8 @@ import os
 import sys
 import zlib
 
-from .format import _format as F
-from .format._runfile import open_regular, parse_event_file_name
+from ..format import _format as F
+from ..format._runfile import open_regular, parse_event_file_name
 
 _HEAD = 256 << 10  # bytes read at the start of a log: its session header and first tags
 _TAIL = (2 << 20) + 64  # bytes read at its end: more than one whole POINTS frame (1 MiB)

@@ -27,7 +27,7 @@ import threading
 import time
 import weakref
 
-from . import _log as log
+from .. import _log as log
 
 _runs: weakref.WeakSet = weakref.WeakSet()
 _installed = False

@@ -8,17 +8,11 @@ import sys
 import time
 from collections.abc import Mapping
 
-from . import __version__, _lifecycle
-from . import _log as log
-from ._ranks import RankInfo, detect_ranks
-from ._resume_step import resume_step
-from ._run import Run
-from ._runid import derive_run_id, random_run_id, shared_job_id
-from ._settings import Settings, resolve
-from ._writer import Writer
-from .format import _format as F
-from .format._names import check_name
-from .format._runfile import (
+from .. import __version__
+from .. import _log as log
+from ..format import _format as F
+from ..format._names import check_name
+from ..format._runfile import (
     RUN_JSON,
     RunFile,
     event_file_name,
@@ -27,6 +21,13 @@ from .format._runfile import (
     read_run_json,
     to_json_config,
 )
+from . import _lifecycle
+from ._launch import RankInfo, detect_ranks
+from ._resume_step import resume_step
+from ._run import Run
+from ._runid import derive_run_id, random_run_id, shared_job_id
+from ._settings import Settings, resolve
+from ._writer import Writer
 
 _RESTART_VARS = ("TORCHELASTIC_RESTART_COUNT", "SLURM_RESTART_COUNT")
 # Variables equal on every rank of one launch and new at the next one: rank 0 records
@@ -589,10 +590,10 @@ def _make_run(project, name, rid, run_dir, ranks: RankInfo, runfile: RunFile | N
     if is_logging or settings.scalars_all_ranks:  # the other ranks' scalars need their writer too
         run._ensure_writer()
     if ranks.local_rank == 0 and settings.system:
-        from .system._system import start_sampler
+        from ..system._system import start_sampler
 
         start_sampler(run, settings.system, settings.system_interval, env)
-    if settings.console or "nblog._console" in sys.modules:  # a new init ends an earlier capture
+    if settings.console or "nblog.write._console" in sys.modules:  # a new init ends an earlier capture
         from ._console import capture
 
         capture(run if settings.console else None, settings.flush_interval)

@@ -16,11 +16,11 @@ import time
 from collections.abc import Callable
 from functools import wraps
 
-from . import _log as log
-from ._errors import StrictModeError
+from .. import _log as log
+from .._errors import StrictModeError
+from ..format import _format as F
+from ..media._media import MediaMixin, MediaSink, _figure_noop
 from ._writer import Writer
-from .format import _format as F
-from .media._media import MediaMixin, MediaSink, _figure_noop
 
 _mono_ns = time.monotonic_ns
 _perf = time.perf_counter
@@ -590,7 +590,7 @@ class Run(MediaMixin):
         written, warns once and changes nothing on disk (``StrictModeError`` with
         ``NB_STRICT=1`` for a bad kind).
         """
-        from .format._runfile import to_json_config, write_json_atomic
+        from ..format._runfile import to_json_config, write_json_atomic
 
         try:
             extra = to_json_config(values)
@@ -869,8 +869,8 @@ def _read_error_file(path: str) -> object:
     """torchrun's error file (``TORCHELASTIC_ERROR_FILE``, JSON written by
     ``torch.distributed.elastic.multiprocessing.errors.record``) as parsed JSON, its
     text when it is not JSON, None when it cannot be read; at most 64 KiB read."""
-    from .format._format import loads_json
-    from .format._runfile import open_regular
+    from ..format._format import loads_json
+    from ..format._runfile import open_regular
 
     try:
         with open_regular(path) as f:
