@@ -61,7 +61,7 @@ def run_ls(
 
     ``where_expr`` (a SQL ``WHERE`` fragment), ``columns`` (keys to show), ``sort`` (a
     key; ``desc`` for descending, or alone: oldest first) and ``group`` (a key) select
-    by fields, config keys and tag statistics (see :mod:`nblog._runs_query`, which
+    by fields, config keys and tag statistics (see :mod:`nblog.reader._runs_query`, which
     imports Polars: only these options load it).
 
     Returns the exit code: 1 when ``root`` is not a folder (it does not exist or is a
@@ -75,10 +75,10 @@ def run_ls(
     reported by the Typer command run on the same words, which exits with status 2.
 
     Raises:
-        nblog._runs_query.QueryError: a bad expression or an unknown key (a usage
+        nblog.reader._runs_query.QueryError: a bad expression or an unknown key (a usage
             error), unless ``argv`` is given.
     """
-    from nblog._catalog import default_root, list_runs, list_runs_meta
+    from nblog.reader._catalog import default_root, list_runs, list_runs_meta
 
     root = root or default_root()
     where = os.path.abspath(root)
@@ -101,7 +101,7 @@ def run_ls(
         wanted = set(statuses)
         rows = [r for r in rows if r["status"] in wanted]
     if query:
-        from nblog._runs_query import QueryError
+        from nblog.reader._runs_query import QueryError
 
         kept = {id(r) for r in rows}
         read = _RERUN.pop("summaries", {})
@@ -145,7 +145,7 @@ def _query_ls(pairs: list, where: str, as_json: bool, where_expr: str | None, co
     """``nb ls`` with --where/--columns/--sort/--group: select with Polars, then print
     the selected columns (``id`` first), or one row per group. ``read``: tag summaries
     already read, by run folder (filled as more are read)."""
-    from nblog._runs_query import RunsTable, groups, parse_where, select
+    from nblog.reader._runs_query import RunsTable, groups, parse_where, select
 
     table = RunsTable(pairs, read)
     rows = select(table, where_expr, None if group is not None else sort, desc and group is None, columns)

@@ -46,7 +46,7 @@ __all__ = [
 
 def __getattr__(name: str):
     if name == "RunReader":  # imports numpy and polars: only when asked for
-        from ._reader import RunReader
+        from .reader._reader import RunReader
 
         return RunReader
     raise AttributeError(f"module 'nblog' has no attribute {name!r}")

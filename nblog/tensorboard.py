@@ -266,7 +266,7 @@ def export_tfevents(run: str | os.PathLike, out_dir: str | os.PathLike, *,
 
         raise missing_extra("tensorboard", "tensorboard", err) from err
 
-    from ._reader import RunReader
+    from .reader._reader import RunReader
 
     reader = RunReader(run, root=root)
     folders = []

@@ -40,12 +40,12 @@ import atheris  # noqa: E402
 with atheris.instrument_imports(include=["nblog"]):
     import nblog as nb
     from nblog._errors import FormatVersionError
-    from nblog._live import LiveRun
-    from nblog._logfile import LogFile
-    from nblog._summary import overview
-    from nblog._tail import Follower
     from nblog.format import _format as F
     from nblog.format._pack import BlobError
+    from nblog.reader._live import LiveRun
+    from nblog.reader._logfile import LogFile
+    from nblog.reader._summary import overview
+    from nblog.reader._tail import Follower
 
 SPLIT = struct.Struct("<I")  # input: u32 length of the event log, the log, then the pack
 STATE = {"target": "reader", "dir": ""}

@@ -55,7 +55,7 @@ def resume_id(
     if latest and job_id is not None:
         raise typer.BadParameter("--latest and --job-id exclude each other", param_hint="--latest")
     if latest:
-        from nblog._catalog import default_root, list_runs
+        from nblog.reader._catalog import default_root, list_runs
 
         root = root or default_root()
         rows = [r for r in list_runs(root, project) if name is None or r["name"] == name]

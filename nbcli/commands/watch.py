@@ -1,4 +1,4 @@
-"""``nb watch RUN``: alerts from a run's files, computed outside the job (nblog._watch)."""
+"""``nb watch RUN``: alerts from a run's files, computed outside the job (nblog.reader._watch)."""
 
 from __future__ import annotations
 
@@ -86,8 +86,8 @@ def watch(
     tag, step, wall_time, message and values of the rule. Exit status: 0 ok, 1 an alert
     held with --once or a runtime error, 2 a usage error.
     """
-    from nblog._catalog import default_root, resolve_run
-    from nblog._watch import Watcher, WatchOptions
+    from nblog.reader._catalog import default_root, resolve_run
+    from nblog.reader._watch import Watcher, WatchOptions
 
     argv = None
     if exec_cmd is not None:

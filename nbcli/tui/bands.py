@@ -3,7 +3,7 @@
 The band and the outlier rule are :func:`nbcli.report._series.band` (the one nb plot
 and nb report use): the median across ranks of each rank's bucket mean, the min of the
 mins and the max of the maxes, and the rank farthest from the median relative to the
-band's width. This module only turns the TUI's live :class:`~nblog._live.Series` into
+band's width. This module only turns the TUI's live :class:`~nblog.reader._live.Series` into
 that function's frame and its result into a :class:`PlotSpec`.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nblog._live import Series
+from nblog.reader._live import Series
 
 from .widgets.plot import FAINT, PALETTE, Fill, Line, PlotSpec
 

@@ -1,5 +1,5 @@
 """The failures and alerts of a run, for the run screen: every rank's event logs read
-incrementally and a window at a time (nb tail's windowed :class:`~nblog._logfile.LogFile`,
+incrementally and a window at a time (nb tail's windowed :class:`~nblog.reader._logfile.LogFile`,
 keeping no points: only what was appended since the last poll is parsed, and a large log
 costs a window of memory, not its size), the events in time order.
 
@@ -11,9 +11,9 @@ from __future__ import annotations
 import logging
 import os
 
-from nblog._logfile import LogFile
-from nblog._tail import _WindowedLog
 from nblog.format._runfile import parse_event_file_name
+from nblog.reader._logfile import LogFile
+from nblog.reader._tail import _WindowedLog
 
 
 def _num(v: object) -> float | None:

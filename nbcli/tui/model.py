@@ -1,6 +1,6 @@
 """What the run screen reads, prepared in a worker thread.
 
-:class:`RunModel` holds one :class:`~nblog._live.LiveRun` per run shown (several when
+:class:`RunModel` holds one :class:`~nblog.reader._live.LiveRun` per run shown (several when
 runs are overlaid) and turns a :class:`Request` (view, rank, tags, axis, smoothing,
 ...) into small results: plot specs, table rows, text entries. One lock serializes
 workers; nothing here touches widgets.
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nblog._catalog import run_summary
-from nblog._live import LiveRun
+from nblog.reader._catalog import run_summary
+from nblog.reader._live import LiveRun
 
 from .bands import ranks_band_spec
 from .groups import config_value, groups_spec

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from nblog._live import Series
 from nblog._series import Decimator, EmaState, band, ema, minmax_indices, nonfinite, per_step_totals
+from nblog.reader._live import Series
 
 from .text import fmt_compact
 from .widgets.plot import FAINT, PALETTE, Fill, Line, PlotSpec

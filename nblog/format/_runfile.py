@@ -301,7 +301,7 @@ def sessions_from_logs(run_dir: str) -> list[dict]:
     ended, as after a kill -9); ``"config_unknown": true`` since headers hold no config
     (the session may have been started with a changed one). Reads the log's first
     256 KiB and last 2 MiB at most (:mod:`nblog.write._resume_step`'s scan)."""
-    from .._logfile import read_header
+    from ..reader._logfile import read_header
 
     try:
         names = os.listdir(run_dir)

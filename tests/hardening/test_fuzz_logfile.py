@@ -41,11 +41,11 @@ from hypothesis import strategies as st
 
 import nblog as nb
 from nblog._errors import FormatVersionError
-from nblog._live import LiveRun
-from nblog._summary import overview
-from nblog._tail import Follower
 from nblog.format import _format as F
 from nblog.format._pack import BlobError
+from nblog.reader._live import LiveRun
+from nblog.reader._summary import overview
+from nblog.reader._tail import Follower
 
 EXAMPLES = 1500 if FULL else 150
 ALLOC_LIMIT = 64 << 20  # bytes: far below every length a hostile header declares
@@ -421,7 +421,7 @@ def test_each_hostile_frame_class(base, case):
 
 
 def _tags_of(log: bytes) -> dict:
-    from nblog._logfile import LogFile
+    from nblog.reader._logfile import LogFile
 
     with tempfile.NamedTemporaryFile(suffix=".log") as f:
         f.write(log)

@@ -42,8 +42,8 @@ from hardkit import FULL, HERE, Reports, start_child, torchrun_env
 from k9values import expected_image, expected_scalars, expected_text
 
 import nblog as nb
-from nblog._catalog import list_runs
 from nblog.format._runfile import read_run_json
+from nblog.reader._catalog import list_runs
 
 CHILD = HERE / "_k9_child.py"
 KILLS = int(os.environ.get("NB_KILLS", "200" if FULL else "30"))

@@ -1,4 +1,4 @@
-"""nblog._console_read: parsing stamped lines, reading from the end across blocks, a torn
+"""nblog.reader._console_read: parsing stamped lines, reading from the end across blocks, a torn
 last line, malformed lines, merging files by time, following appended lines."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import tracemalloc
 
 import pytest
 
-from nblog._console_read import ConsoleLogs, parse_console_file_name, parse_line
+from nblog.reader._console_read import ConsoleLogs, parse_console_file_name, parse_line
 
 
 def make_run(tmp_path, files: dict[str, bytes]):
@@ -105,7 +105,7 @@ def test_a_planted_endless_line_costs_bounded_memory_and_is_skipped(tmp_path):
 
 MANY = """
 import resource, sys
-from nblog._console_read import ConsoleLogs
+from nblog.reader._console_read import ConsoleLogs
 resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
 for last in (None, 2):
     got = list(ConsoleLogs(sys.argv[1]).read(last=last))

@@ -10,8 +10,8 @@ import os
 import pytest
 
 import nblog as nb
-from nblog._logfile import LogFile
 from nblog.format import _format as F
+from nblog.reader._logfile import LogFile
 from nblog.write import _provenance as P
 from nblog.write import _run
 from nblog.write._writer import Writer
@@ -66,7 +66,7 @@ def test_rank_0_failure_in_a_with_block_reaches_run_json(root) -> None:
     assert (fail["rank"], fail["type"], fail["message"], fail["step"]) == (0, "KeyError", "'missing column'", 7)
     (f,) = nb.RunReader(run.dir).failures().to_dicts()
     assert f["type"] == "KeyError" and "raise KeyError" in f["traceback"]
-    from nblog._catalog import run_summary
+    from nblog.reader._catalog import run_summary
 
     row = run_summary(run.dir)  # nb ls reads run.json only
     assert row["status"] == "failed" and row["failure"]["type"] == "KeyError"
@@ -160,7 +160,7 @@ def test_an_open_session_of_a_live_process_here_is_not_called_ended(tmp_path, al
     import subprocess
     import sys
 
-    from nblog._summary import incidents
+    from nblog.reader._summary import incidents
     from nblog.write._init import hostname
 
     run_dir = tmp_path / "p" / "r-1"

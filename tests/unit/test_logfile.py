@@ -1,4 +1,4 @@
-"""nblog._logfile.LogFile: incremental parsing that keeps truncation apart from corruption.
+"""nblog.reader._logfile.LogFile: incremental parsing that keeps truncation apart from corruption.
 
 Files are built frame by frame with nblog.format._format, so each test knows exactly which
 bytes are whole, torn or damaged.
@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import nblog as nb
-from nblog._logfile import LogFile, read_header
 from nblog.format import _format as F
+from nblog.reader._logfile import LogFile, read_header
 
 
 def session_frame(**extra):

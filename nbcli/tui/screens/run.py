@@ -291,7 +291,7 @@ class RunScreen(Screen):
         """The last CONSOLE_LINES lines of ``rank`` (another rank than before, or the
         first time), else the lines appended since; None when nothing is new. Runs in
         the load worker."""
-        from nblog._console_read import ConsoleLogs
+        from nblog.reader._console_read import ConsoleLogs
 
         if self._con_logs is None or self._con_rank != rank:
             self._con_logs = ConsoleLogs(self.model.primary.dir, ranks=[rank])

@@ -17,11 +17,11 @@ from collections.abc import Mapping
 import numpy as np
 import polars as pl
 
-from . import _log as log
-from .format import _format as F
-from .format import _pack as P
-from .format._runfile import open_regular
-from .media._media_encode import decode_histogram
+from .. import _log as log
+from ..format import _format as F
+from ..format import _pack as P
+from ..format._runfile import open_regular
+from ..media._media_encode import decode_histogram
 
 #: Columns of :meth:`RunReader.media` frames (``hidden`` added with include_hidden).
 MEDIA_SCHEMA = {

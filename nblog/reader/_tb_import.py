@@ -38,11 +38,11 @@ import socket
 import time
 from dataclasses import dataclass, field
 
-from . import __version__
-from . import _log as log
-from .format import _format as F
-from .format._runfile import RunFile, event_file_name, next_session, read_run_json
-from .write._runid import derive_run_id
+from .. import __version__
+from .. import _log as log
+from ..format import _format as F
+from ..format._runfile import RunFile, event_file_name, next_session, read_run_json
+from ..write._runid import derive_run_id
 
 _RECORD_OVERHEAD = 16  # u64 length, u32 length crc, u32 data crc around each record
 
@@ -246,8 +246,8 @@ def _take_tensor(sess: _Session, wall: float, step: int, value, plugin: str, ski
 
 
 def _image(blob: bytes) -> tuple[int, bytes, dict]:
-    from .format._pack import BLOB_JPEG, BLOB_PNG
-    from .media._media_encode import png_size
+    from ..format._pack import BLOB_JPEG, BLOB_PNG
+    from ..media._media_encode import png_size
 
     if blob[:8] == b"\x89PNG\r\n\x1a\n":
         width, height, channels = png_size(blob) or (None, None, None)
@@ -268,7 +268,7 @@ def _image(blob: bytes) -> tuple[int, bytes, dict]:
 def _histogram_blob(edges, counts, stats: dict) -> tuple[int, bytes, dict]:
     import numpy as np
 
-    from .format._pack import BLOB_HISTOGRAM
+    from ..format._pack import BLOB_HISTOGRAM
 
     e = np.asarray(edges, dtype="<f8")
     c = np.rint(np.asarray(counts, dtype=np.float64)).astype("<i8")
@@ -311,8 +311,8 @@ def _walls(sess: _Session) -> list[float]:
 
 def _write_session(run_dir: str, project: str, rid: str, session: int, sess: _Session) -> dict:
     """Write one session's event log (and media pack); return its run.json entry."""
-    from .format._pack import PackWriter, pack_file_name, session_pack_file_name
-    from .write._writer import Writer
+    from ..format._pack import PackWriter, pack_file_name, session_pack_file_name
+    from ..write._writer import Writer
 
     walls = _walls(sess)
     wall0, wall1 = min(walls), max(walls)

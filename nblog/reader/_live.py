@@ -2,7 +2,7 @@
 
 :class:`LiveRun` follows the event logs of the ranks a viewer asked about. Each
 :meth:`LiveRun.refresh` reads only the bytes appended since the previous one (through
-:class:`~nblog._logfile.LogFile`, which leaves a torn or growing tail for later), picks
+:class:`~nblog.reader._logfile.LogFile`, which leaves a torn or growing tail for later), picks
 up new session files, and appends the new points to the :class:`Series` already
 extracted. Points are kept at full resolution, per file, as the raw records they were
 read as (no copy); a series of one tag is extracted on demand and then extended.
@@ -27,9 +27,9 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from ..format import _format as F
+from ..format._runfile import parse_event_file_name, read_run_json
 from ._logfile import LogFile, _unwrap, active_offsets, hide_thresholds, read_header
-from .format import _format as F
-from .format._runfile import parse_event_file_name, read_run_json
 
 _KIND = {"scalar": F.KIND_SCALAR, "timer": F.KIND_TIMER, "system": F.KIND_SYSTEM, "text": F.KIND_TEXT}
 _RAW = np.dtype(F.NUMPY_POINT_DTYPE)

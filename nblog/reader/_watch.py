@@ -1,7 +1,7 @@
 """Alerts computed from outside the job, from the files a run writes: the engine of ``nb watch``.
 
-The rules are small objects fed the new events of each poll (:class:`~nblog._tail.Event`
-from one :class:`~nblog._tail.Follower` per rank, plus the failure and alert events of
+The rules are small objects fed the new events of each poll (:class:`~nblog.reader._tail.Event`
+from one :class:`~nblog.reader._tail.Follower` per rank, plus the failure and alert events of
 each session's log); each returns alerts as JSON-able dicts with stable keys (see
 :func:`make_alert`):
 
@@ -14,7 +14,7 @@ stall          a rank with no new step for ``stall_k`` × its median step time (
                a rank that logs no steps, by its last frame of any kind (heartbeats)
 straggler      a rank whose timer mean over the last ``straggler_steps`` steps is at least
                ``straggler_ratio`` × the median of the ranks (the rule of ``nb timers``:
-               :func:`nblog._summary.timer_report`)
+               :func:`nblog.reader._summary.timer_report`)
 gpu_idle       ``system/gpu{i}/utilization_percent`` below ``gpu_idle_percent`` for
                ``gpu_samples`` samples in a row while the run is running
 gpu_throttled  a ``system/gpu{i}/throttle_*`` flag set for ``gpu_samples`` samples in a row
@@ -39,8 +39,8 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 
+from ..format._runfile import parse_event_file_name, read_run_json
 from ._tail import KINDS, Event, Follower, json_number
-from .format._runfile import parse_event_file_name, read_run_json
 
 #: The keys every alert has, in this order (rule-specific values follow).
 ALERT_KEYS = ("rule", "level", "run", "rank", "host", "tag", "step", "wall_time", "message")
@@ -246,7 +246,7 @@ def _on(host: str | None) -> str:
 
 def straggler_alerts(run_dir: str, run: str, hosts: dict[int, str | None], ratio: float, last_steps: int,
                      min_points: int) -> list[dict]:
-    """Ranks flagged by :func:`nblog._summary.timer_report` (the one straggler rule) over
+    """Ranks flagged by :func:`nblog.reader._summary.timer_report` (the one straggler rule) over
     each rank's last ``last_steps`` timer points, among ranks with ``min_points`` or more."""
     from ._reader import RunReader
     from ._summary import timer_report

@@ -10,7 +10,7 @@ not parse are skipped and counted (:attr:`ConsoleLogs.skipped`).
 whole or their last N lines (read backwards from the end in blocks, so memory is
 bounded by N lines, not by the files), merges the ranks by time, filters by a regular
 expression, and follows new lines (:meth:`ConsoleLogs.follow`, with ``sleep`` and
-``clock`` injectable, as :meth:`nblog._tail.Follower.follow`).
+``clock`` injectable, as :meth:`nblog.reader._tail.Follower.follow`).
 
 Standard library only. Files are read, never written.
 """
@@ -25,10 +25,10 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from . import _log as log
+from .. import _log as log
+from .._errors import RunNotFoundError
+from ..format._runfile import open_regular
 from ._catalog import resolve_run
-from ._errors import RunNotFoundError
-from .format._runfile import open_regular
 
 _NAME = re.compile(r"^console\.r(\d+)\.s(\d+)\.log$")
 _BLOCK = 1 << 16  # bytes read at a time

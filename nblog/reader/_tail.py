@@ -2,7 +2,7 @@
 
 :class:`Follower` turns a rank's event logs into :class:`Event` objects, session file by
 session file, in file order. Each :meth:`Follower.poll` reads only the bytes appended
-since the previous one (:class:`~nblog._logfile.LogFile` keeps the offsets and leaves a
+since the previous one (:class:`~nblog.reader._logfile.LogFile` keeps the offsets and leaves a
 partial last frame for later: "not written yet"), picks up new session files (a resume)
 and, while the run folder does not exist yet, simply finds nothing.
 
@@ -27,13 +27,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _log as log
+from .. import _log as log
+from .._errors import FormatVersionError, RunNotFoundError
+from ..format import _format as F
+from ..format._runfile import open_regular, parse_event_file_name
 from ._catalog import resolve_run
-from ._errors import FormatVersionError, RunNotFoundError
 from ._logfile import Delta, LogFile, _unwrap
 from ._select import tag_matcher
-from .format import _format as F
-from .format._runfile import open_regular, parse_event_file_name
 
 _WINDOW = 4 << 20  # bytes of a file read (and held) per LogFile poll
 #: ``Follower.stream(last)`` above this reads the logs twice instead of keeping ``last`` records.

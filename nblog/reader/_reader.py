@@ -19,11 +19,11 @@ from collections.abc import Iterable
 import numpy as np
 import polars as pl
 
+from ..format import _format as F
+from ..format._names import check_name
+from ..format._runfile import parse_event_file_name, read_run_json_retrying
 from ._catalog import resolve_run
 from ._logfile import LogFile, _unwrap, active_offsets, hide_thresholds, read_header
-from .format import _format as F
-from .format._names import check_name
-from .format._runfile import parse_event_file_name, read_run_json_retrying
 
 #: Columns of :meth:`RunReader.scalars` and :meth:`RunReader.timers` frames.
 POINT_SCHEMA = {
@@ -226,7 +226,7 @@ class RunReader:
         return sorted((s, lf) for (r, s), lf in self._files.items() if r == rank)
 
     def files(self, rank: int = 0) -> list[LogFile]:
-        """The loaded :class:`~nblog._logfile.LogFile` of each session of ``rank``."""
+        """The loaded :class:`~nblog.reader._logfile.LogFile` of each session of ``rank``."""
         return [lf for _s, lf in self._rank_files(rank)]
 
     @staticmethod
@@ -545,7 +545,7 @@ class RunReader:
         ``media.r<rank>.s<session>.pack`` when it exists, else ``media.r<rank>.pack``), width,
         height, channels, sample_rate, bins, caption (null where a kind has none) and
         meta (all metadata as a JSON string); plus hidden with ``include_hidden=True``.
-        Schema: ``nblog._media_read.MEDIA_SCHEMA``. Reads no media bytes."""
+        Schema: ``nblog.reader._media_read.MEDIA_SCHEMA``. Reads no media bytes."""
         from ._media_read import media_frame
 
         return media_frame(self, tag, rank, kind, include_hidden)
@@ -577,7 +577,7 @@ class RunReader:
         """Histograms, one row per (record, bin): rank, session, step, tag, wall_time,
         bin, bin_left, bin_right, count, then the record's statistics num (finite
         values), min, max, sum, sum_squares, nan, pos_inf, neg_inf; plus hidden with
-        ``include_hidden=True``. Schema: ``nblog._media_read.HISTOGRAM_SCHEMA``.
+        ``include_hidden=True``. Schema: ``nblog.reader._media_read.HISTOGRAM_SCHEMA``.
 
         A histogram whose blob is missing, torn or corrupt is left out, with one
         warning saying how many (as ``nb media`` skips it): the others still read."""

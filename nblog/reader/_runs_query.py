@@ -14,7 +14,7 @@ A key is, in this order of precedence:
   means the config key, whatever the fields are called;
 - a scalar tag of rank 0: ``TAG`` is its last value, ``TAG.last``, ``TAG.step``
   (the step of the last value), ``TAG.min`` and ``TAG.max`` its statistics
-  (:func:`nblog._catalog.tag_summaries`: from run.json's ``summary``, else from the
+  (:func:`nblog.reader._catalog.tag_summaries`: from run.json's ``summary``, else from the
   event logs).
 
 Only the columns a query names are built, and tag statistics are read only for the
@@ -149,7 +149,7 @@ def _series(name: str, values: list) -> pl.Series:
 
 class RunsTable:
     """The runs of a listing (``(row, run.json)`` pairs from
-    :func:`nblog._catalog.list_runs_meta`) as columns built on demand."""
+    :func:`nblog.reader._catalog.list_runs_meta`) as columns built on demand."""
 
     def __init__(self, pairs: Sequence[tuple[dict, dict]], summaries: dict[str, dict] | None = None):
         """``summaries``: tag summaries already read, by run folder (filled as runs are read)."""

@@ -21,10 +21,10 @@ import os
 import zlib
 from dataclasses import dataclass, field
 
-from . import _log as log
-from ._errors import FormatVersionError
-from .format import _format as F
-from .format._runfile import open_regular
+from .. import _log as log
+from .._errors import FormatVersionError
+from ..format import _format as F
+from ..format._runfile import open_regular
 
 _READ_LIMIT = 1 << 30  # bytes read per poll at most; the rest waits for the next poll
 

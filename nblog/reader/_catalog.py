@@ -10,9 +10,9 @@ import os
 import time
 from collections.abc import Mapping
 
-from ._errors import AmbiguousRunError, NbError, RunNotFoundError
-from .format import _format as F
-from .format._runfile import RUN_JSON, parse_event_file_name, read_json_file
+from .._errors import AmbiguousRunError, NbError, RunNotFoundError
+from ..format import _format as F
+from ..format._runfile import RUN_JSON, parse_event_file_name, read_json_file
 
 STALE_AFTER_S = 180.0  # a "running" run with no write for this long is "stale" (3 heartbeats)
 

@@ -14,12 +14,12 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from ..format import _format as F
 from ._catalog import run_summary
 from ._media_read import pack_check
 from ._reader import RunReader
 from ._select import tag_matcher
 from ._tail import json_number
-from .format import _format as F
 
 #: ``nb timers`` flags a timer when its slowest rank's mean is this many times the
 #: median of the ranks' means.
@@ -187,7 +187,7 @@ def overview(reader: RunReader, tags: str | Iterable[str] | None = None) -> dict
     """Everything ``nb show`` prints, as one JSON-able dict; ``tags`` (shell-style
     globs, None: all) selects the entries of ``tags``, nothing else.
 
-    Keys: run (the ``nb ls`` row of :func:`nblog._catalog.run_summary`; its last_step
+    Keys: run (the ``nb ls`` row of :func:`nblog.reader._catalog.run_summary`; its last_step
     from the event logs when ``run.json`` has none, as after an early kill), meta (the other
     ``run.json`` fields: launcher, job_id, job_id_source, run_id_source, hosts,
     nblog_version, format_version), config (the first session's), sessions (from
@@ -315,7 +315,7 @@ def _higher(a: object, b: object) -> object:
 def media_pack(reader: RunReader, rank: int) -> dict | None:
     """The media packs of ``rank`` checked against their references without reading a
     blob; None when the rank logged no media. The one check is
-    :func:`nblog._media_read.pack_check` (sizes from ``fstat`` of each open pack;
+    :func:`nblog.reader._media_read.pack_check` (sizes from ``fstat`` of each open pack;
     ``missing`` for sessions that ended, ``not_visible`` for a session still writing).
     Blob checksums are verified when blobs are read (``nb media -o``,
     :meth:`RunReader.image`)."""
@@ -488,7 +488,7 @@ def incidents(reader: RunReader, files: list[dict] | None = None, status: str | 
 
 
 def _this_host() -> str:
-    from .write._init import hostname
+    from ..write._init import hostname
 
     return hostname(os.environ)
 
@@ -515,8 +515,8 @@ MAX_PROVENANCE_BYTES = 16 << 20
 def provenance(run_dir: str) -> list[dict]:
     """The provenance records of a run (``provenance.r<rank>.s<session>.json``), by rank
     then session, each with ``file`` added; a file that is not a JSON object is skipped."""
-    from .format._runfile import read_json_file
-    from .write._provenance import parse_file_name
+    from ..format._runfile import read_json_file
+    from ..write._provenance import parse_file_name
 
     try:
         names = os.listdir(run_dir)
