@@ -1,6 +1,6 @@
 """Turn full-resolution series into small :class:`PlotSpec` objects (off the UI thread).
 
-The data logic (EMA, min/max downsampling, bands) is ``nblog._series``; this module
+The data logic (EMA, min/max downsampling, bands) is ``nbcli.tui.series``; this module
 only decides what to draw: the faint raw curve under the smoothed one, markers for
 non-finite values, session boundaries, the note that says a line was downsampled.
 :class:`Smoother` caches each series' smoothed values and extends them as points are
@@ -11,9 +11,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from nblog._series import Decimator, EmaState, band, ema, minmax_indices, nonfinite, per_step_totals
 from nblog.reader._live import Series
 
+from .series import (
+    Decimator,
+    EmaState,
+    band,
+    ema,
+    minmax_indices,
+    nonfinite,
+    per_step_totals,
+)
 from .text import fmt_compact
 from .widgets.plot import FAINT, PALETTE, Fill, Line, PlotSpec
 
@@ -46,7 +54,7 @@ class _Grow:
 
 class _Curves:
     """Display state of one series, extended as points are appended: smoothed
-    values, log10 values, one :class:`~nblog._series.Decimator` per curve, where the
+    values, log10 values, one :class:`~nbcli.tui.series.Decimator` per curve, where the
     non-finite values and the session starts are."""
 
     def __init__(self, rebuilt: int, weight: float, buckets: int):

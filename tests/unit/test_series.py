@@ -1,4 +1,4 @@
-"""nblog._series: EMA, min/max display downsampling, non-finite markers, bands."""
+"""nbcli.tui.series: EMA, min/max display downsampling, non-finite markers, bands."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from nblog._series import band, ema, minmax_indices, nonfinite, per_step_totals, session_starts
+from nbcli.tui.series import band, ema, minmax_indices, nonfinite, per_step_totals, session_starts
 
 
 def reference_ema(values, w, last=0.0, count=0):
@@ -82,13 +82,13 @@ def test_import_nblog_does_not_load_them():
     import subprocess
     import sys
 
-    code = "import sys, nblog; print([m for m in ('nblog._series', 'nblog.reader._live', 'numpy') if m in sys.modules])"
+    code = "import sys, nblog; print([m for m in ('nbcli.tui.series', 'nblog.reader._live', 'numpy') if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
 
 def test_decimator_incremental_equals_fresh():
-    from nblog._series import Decimator
+    from nbcli.tui.series import Decimator
 
     rng = np.random.default_rng(0)
     y = rng.normal(size=100_000)
