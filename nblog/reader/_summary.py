@@ -488,7 +488,7 @@ def incidents(reader: RunReader, files: list[dict] | None = None, status: str | 
 
 
 def _this_host() -> str:
-    from ..write._init import hostname
+    from ..write._launch import hostname
 
     return hostname(os.environ)
 

@@ -38,7 +38,7 @@ import time
 from collections.abc import Mapping
 
 from .. import _log as log
-from ..write._init import hostname
+from ..write._launch import hostname
 from ._nvml import Gpus
 
 PSUTIL_GROUPS = ("cpu", "memory", "disk", "network")

@@ -22,7 +22,7 @@ from ..format._runfile import (
     to_json_config,
 )
 from . import _lifecycle
-from ._launch import RankInfo, detect_ranks
+from ._launch import RankInfo, detect_ranks, hostname
 from ._resume_step import resume_step
 from ._run import Run
 from ._runid import derive_run_id, random_run_id, shared_job_id
@@ -43,18 +43,6 @@ _LAUNCH_VARS = (
 def launch_identity(env: Mapping[str, str]) -> dict[str, str]:
     """The launcher's variables that identify this launch (equal on all its ranks)."""
     return {k: env[k] for k in _LAUNCH_VARS if env.get(k)}
-
-
-def hostname(env: Mapping[str, str]) -> str:
-    """This machine's name; ``NB_HOSTNAME`` overrides it (for tests simulating machines)."""
-    name = env.get("NB_HOSTNAME")
-    if name:
-        return name
-    if hasattr(os, "uname"):
-        return os.uname().nodename
-    import socket
-
-    return socket.gethostname()
 
 
 def init(
