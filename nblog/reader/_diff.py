@@ -25,10 +25,11 @@ import os
 from collections.abc import Sequence
 
 from ..format._runfile import parse_event_file_name
-from ._catalog import run_summary, tag_summaries
+from ._catalog import run_summary
 from ._logfile import read_header
 from ._reader import RunReader
 from ._runs_query import flat_config
+from ._tag_summary import tag_summaries
 
 _ABSENT = object()
 #: (key, label, counted) of the environment section, in order

@@ -22,6 +22,7 @@ from ..format import _format as F
 from ..format import _pack as P
 from ..format._runfile import open_regular
 from ..media._media_encode import decode_histogram
+from ._select import tag_set as _as_tags
 
 #: Columns of :meth:`RunReader.media` frames (``hidden`` added with include_hidden).
 MEDIA_SCHEMA = {
@@ -68,8 +69,6 @@ _STAT_COLUMNS = ("num", "min", "max", "sum", "sum_squares", "nan", "pos_inf", "n
 
 def records(reader, tags, rank: int, kind: str | None, include_hidden: bool):
     """Yield ``(session, step, name, wall_time, offset, length, meta, hidden)``."""
-    from ._reader import _as_tags  # the reader's own rule (its module calls this one lazily)
-
     wanted = _as_tags(tags)
     files = reader._rank_files(rank)
     thresholds = reader._thresholds(files)

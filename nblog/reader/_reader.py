@@ -24,6 +24,7 @@ from ..format._names import check_name
 from ..format._runfile import parse_event_file_name, read_run_json_retrying
 from ._catalog import resolve_run
 from ._logfile import LogFile, _unwrap, active_offsets, hide_thresholds, read_header
+from ._select import tag_set as _as_tags
 
 #: Columns of :meth:`RunReader.scalars` and :meth:`RunReader.timers` frames.
 POINT_SCHEMA = {
@@ -86,14 +87,6 @@ def _safe_name(value: object) -> str | None:
         return check_name(value, "name")
     except ValueError:
         return None
-
-
-def _as_tags(tags: str | Iterable[str] | None) -> set[str] | None:
-    if tags is None:
-        return None
-    if isinstance(tags, str):
-        return {tags}
-    return set(tags)
 
 
 def _poll_all(lf: LogFile) -> None:

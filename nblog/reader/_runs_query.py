@@ -14,7 +14,7 @@ A key is, in this order of precedence:
   means the config key, whatever the fields are called;
 - a scalar tag of rank 0: ``TAG`` is its last value, ``TAG.last``, ``TAG.step``
   (the step of the last value), ``TAG.min`` and ``TAG.max`` its statistics
-  (:func:`nblog.reader._catalog.tag_summaries`: from run.json's ``summary``, else from the
+  (:func:`nblog.reader._tag_summary.tag_summaries`: from run.json's ``summary``, else from the
   event logs).
 
 Only the columns a query names are built, and tag statistics are read only for the
@@ -31,7 +31,7 @@ from collections.abc import Iterable, Sequence
 
 import polars as pl
 
-from ._catalog import SUMMARY_STATS, tag_summaries
+from ._tag_summary import SUMMARY_STATS, tag_summaries
 
 #: The fields of an ``nb ls`` row a query can name; ``duration`` is ``duration_s``.
 FIELDS = ("id", "project", "name", "status", "ranks", "world_size", "sessions", "last_step",

@@ -29,3 +29,13 @@ def tag_matcher(patterns: str | Iterable[str] | None) -> Callable[[str], bool]:
 
 
 __all__ = ["tag_matcher"]
+
+
+def tag_set(tags: str | Iterable[str] | None) -> set[str] | None:
+    """Exact tag names as a set: one name, several, or None (every tag). No globs: the
+    bulk readers' ``tags=`` argument (``RunReader.scalars``, ``media``, ...)."""
+    if tags is None:
+        return None
+    if isinstance(tags, str):
+        return {tags}
+    return set(tags)
