@@ -71,12 +71,14 @@ def run_ls(
     the filters leave nothing (a note on stderr).
 
     ``argv`` is given on the fast path (:func:`fast_argv`): the words after ``ls``.
-    A usage error found while running (a bad expression, an unknown key) is then
-    reported by the Typer command run on the same words, which exits with status 2.
+    A usage error found while running (a bad expression, an unknown key) then raises
+    :class:`TyperReports`: the caller runs the Typer command on the same words, which
+    reports it and exits with status 2.
 
     Raises:
         nblog.reader._runs_query.QueryError: a bad expression or an unknown key (a usage
             error), unless ``argv`` is given.
+        TyperReports: the same, when ``argv`` is given.
     """
     from nblog.reader._catalog import default_root, list_runs, list_runs_meta
 
@@ -112,10 +114,9 @@ def run_ls(
             if argv is None:
                 raise
             _RERUN["summaries"] = read  # the Typer run below reads no event log twice
-        # Typer reports the usage error (and exits 2), as it does every other one
-        from ._tree import app
-
-        app(args=["ls", *argv], prog_name="nb")
+        # Typer reports the usage error (and exits 2), as it does every other one: the
+        # caller (nbcli.app._fast) runs the Typer command on the same words
+        raise TyperReports from None
     if desc:
         rows.reverse()
     if as_json:
@@ -133,6 +134,12 @@ def run_ls(
 
 _SHOWN = ("id", "project", "name", "status", "ranks", "sessions", "last_step", "started", "duration_s", "duration")
 _TIMES = ("started", "last_write", "last_step_updated")
+
+
+class TyperReports(Exception):
+    """Raised by :func:`run_ls` on the fast path for a usage error found while running (a
+    bad expression, an unknown key): the caller runs the Typer command on the same words,
+    which reports it and exits with status 2."""
 
 
 # Tag summaries a fast-path query read before it met a usage error, for the Typer run

@@ -14,7 +14,7 @@ import typer
 from typer.core import TyperGroup
 
 from . import __version__
-from .app import report
+from ._errors import report
 from .commands import diff, export, ls, media, resume_id, show, tail, timers, tui
 from .commands import import_ as import_cmd
 from .commands import logs as logs_cmd

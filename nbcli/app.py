@@ -1,4 +1,5 @@
-"""The ``nb`` entry point and its single error boundary.
+"""The ``nb`` entry point; its error boundary is :mod:`nbcli._errors` (shared with the
+command tree).
 
 Exit codes: 0 success; 1 a runtime failure (no such run, ambiguous prefix, unreadable
 file, ``--latest`` found nothing, ...); 2 a usage error (unknown option, bad value).
@@ -18,50 +19,13 @@ import errno
 import os
 import sys
 
-from nblog import AmbiguousRunError, FormatVersionError, NbError, RunNotFoundError
-
-from ._output import error
+from ._errors import report
 
 TYPE_CHECKING = False  # not from typing: this module is on the path of `nb ls`, kept light
 if TYPE_CHECKING:  # provided by __getattr__ on first use
     from typing import Any
 
     from ._tree import NbGroup, app
-
-
-def _hint(exc: BaseException) -> tuple[str, list[str], str | None]:
-    """``(message, detail lines, hint)`` for an exception that reached the boundary."""
-    if isinstance(exc, AmbiguousRunError):
-        return (
-            f"{exc.query!r} matches {len(exc.candidates)} runs:",
-            list(exc.candidates),
-            "give more characters of the id, or PROJECT/RUN_ID",
-        )
-    if isinstance(exc, RunNotFoundError):
-        return (
-            f"no run matches {exc.query!r} (looked in {exc.searched})",
-            [],
-            "`nb ls` lists the runs under a root; pass --root DIR or set NB_DIR to look elsewhere",
-        )
-    if isinstance(exc, FormatVersionError):
-        return str(exc), [], "upgrade nblog, the distribution of nb (pip install -U nblog), to read this run"
-    if isinstance(exc, NbError):
-        return str(exc), [], None
-    if isinstance(exc, PermissionError):
-        return str(exc), [], "check the permissions of that path"
-    if isinstance(exc, OSError):
-        return str(exc), [], None
-    return (
-        f"internal error: {type(exc).__name__}: {exc}",
-        [],
-        "run again with `nb --debug ...` for the traceback, and report it",
-    )
-
-
-def report(exc: BaseException) -> None:
-    """Print ``error: …``, its details and a hint for ``exc`` on stderr."""
-    message, details, hint = _hint(exc)
-    error(message, hint, details)
 
 
 def _debugging() -> bool:
@@ -74,7 +38,7 @@ def _fast(argv: list[str]) -> int | None:
     error, shell completion, --debug)."""
     if argv[:1] != ["ls"] or _debugging() or "_NB_COMPLETE" in os.environ or "_TYPER_COMPLETE_ARGS" in os.environ:
         return None
-    from ._ls import fast_argv, run_ls
+    from ._ls import TyperReports, fast_argv, run_ls
 
     args = fast_argv(argv[1:])
     if args is None:
@@ -83,6 +47,11 @@ def _fast(argv: list[str]) -> int | None:
         code = run_ls(**args)
         sys.stdout.flush()
         return code
+    except TyperReports:  # a usage error: Typer reports it on the same words (exits 2)
+        from ._tree import app
+
+        app(args=argv, prog_name="nb")
+        return 2
     except KeyboardInterrupt:
         return 130
     except OSError as exc:

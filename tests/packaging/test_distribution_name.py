@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from nbcli.app import _hint
+from nbcli._errors import _hint
 from nblog import FormatVersionError
 
 REPO = Path(__file__).resolve().parents[2]
