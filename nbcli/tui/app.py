@@ -58,6 +58,18 @@ class NbTui(App):
         else:
             self.push_screen(RunsScreen(self.root, self.project, poll_s=self.poll_s, group=self.group))
 
+    # Navigation between screens is the App's: a screen asks for the next one through these
+    # methods and never imports another screen.
+
+    def open_runs(self, paths: list[str], group: str | None = None) -> None:
+        """Push the run screen of the run folders ``paths`` (several are overlaid, drawn
+        as groups of the config key ``group`` when given)."""
+        self.push_screen(RunScreen(paths, poll_s=self.poll_s, group=group))
+
+    def show_runs_of(self, root: str) -> None:
+        """Replace the current screen by the runs screen of the runs folder ``root``."""
+        self.switch_screen(RunsScreen(root, poll_s=self.poll_s))
+
     def _trap_signals(self) -> None:
         """SIGTERM and SIGHUP end the app as q does (the terminal restored: no alternate
         screen, no mouse reporting left on), with the exit status 128 + the signal's

@@ -586,10 +586,8 @@ class RunScreen(Screen):
         if len(self.app.screen_stack) > 2:
             self.app.pop_screen()
         else:  # opened directly (nb tui RUN): the runs of its root
-            from .runs import RunsScreen
-
             root = os.path.dirname(os.path.dirname(self.model.primary.dir)) or "."
-            self.app.switch_screen(RunsScreen(root, poll_s=self.poll_s))
+            self.app.show_runs_of(root)
 
     def palette_commands(self):
         cmds = [(f"View: {v}", f"Switch to the {v} view", (lambda v=v: self.action_view(v))) for v in VIEWS]

@@ -195,15 +195,13 @@ class RunsScreen(Screen):
         self.action_open()
 
     def action_open(self) -> None:
-        from .run import RunScreen
-
         chosen = [r["path"] for r in self.rows if r["path"] in self.selected]
         if not chosen:
             row = self._highlighted()
             if row is None:
                 return
             chosen = [row["path"]]
-        self.app.push_screen(RunScreen(chosen, poll_s=self.poll_s, group=self.group))
+        self.app.open_runs(chosen, group=self.group)
 
     def _header(self) -> Text:
         where = self.root + (f"  project {self.project}" if self.project else "")
