@@ -16,7 +16,6 @@ from ..format._runfile import (
     RUN_JSON,
     RunFile,
     event_file_name,
-    load_run_json_for_resume,
     next_session,
     read_run_json,
     to_json_config,
@@ -26,6 +25,7 @@ from ._launch import RankInfo, detect_ranks, hostname
 from ._resume_step import resume_step
 from ._run import Run
 from ._runid import derive_run_id, random_run_id, shared_job_id
+from ._session import load_run_json_for_resume
 from ._settings import Settings, resolve
 from ._writer import Writer
 
