@@ -18,29 +18,10 @@ import time
 from .._errors import StrictModeError
 from ..format import _format as F
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ._media_encode import Job
 
-class _LazyModule:
-    """Stands for a media submodule until first used, then is replaced by it.
-
-    Encoding and input checks are imported on the first media call, not by
-    ``import nblog`` (most ranks and many runs never log media).
-    """
-
-    def __init__(self, alias: str, name: str):
-        self._alias = alias
-        self._name = name
-
-    def __getattr__(self, attr: str):
-        import importlib
-
-        module = importlib.import_module(self._name)
-        globals()[self._alias] = module
-        return getattr(module, attr)
-
-
-E = _LazyModule("E", "nblog.media._media_encode")
-I = _LazyModule("I", "nblog.media._media_input")  # noqa: E741
-P = _LazyModule("P", "nblog.format._pack")
 
 _mono_ns = time.monotonic_ns
 _MAX_BACKLOG = 512 << 20  # bytes of copied media waiting for the writer thread, at most
@@ -49,7 +30,9 @@ _MAX_BACKLOG = 512 << 20  # bytes of copied media waiting for the writer thread,
 def _figure_noop(tag=None, figure=None, step=None, *, close: bool = True) -> None:
     """add_figure where this rank does not log: only close the figure (no memory growth)."""
     if close:
-        I.close_figures(figure)
+        from . import _media_input
+
+        _media_input.close_figures(figure)
 
 
 class MediaMixin:
@@ -129,8 +112,10 @@ class MediaMixin:
         Raises:
             StrictModeError: only with ``NB_STRICT=1``, for bad media or a bad step.
         """
+        from . import _media_input
+
         self._log_media(
-            tag, step, lambda: I.image_job(image, dataformats, {"caption": I.check_caption(caption)})
+            tag, step, lambda: _media_input.image_job(image, dataformats, {"caption": _media_input.check_caption(caption)})
         )
 
     def add_images(self, tag: str, batch, step: int | None = None, *, dataformats: str | None = None,
@@ -157,8 +142,10 @@ class MediaMixin:
         Raises:
             StrictModeError: only with ``NB_STRICT=1``, for bad media or a bad step.
         """
+        from . import _media_input
+
         self._log_media(
-            tag, step, lambda: I.batch_job(batch, dataformats, {"caption": I.check_caption(caption)})
+            tag, step, lambda: _media_input.batch_job(batch, dataformats, {"caption": _media_input.check_caption(caption)})
         )
 
     def add_histogram(self, tag: str, values, step: int | None = None, *, bins=64) -> None:
@@ -188,7 +175,9 @@ class MediaMixin:
         Raises:
             StrictModeError: only with ``NB_STRICT=1``, for bad media or a bad step.
         """
-        self._log_media(tag, step, lambda: I.histogram_job(values, I.check_bins(bins)))
+        from . import _media_input
+
+        self._log_media(tag, step, lambda: _media_input.histogram_job(values, _media_input.check_bins(bins)))
 
     def add_audio(self, tag: str, samples, step: int | None = None, *, sample_rate: int) -> None:
         """Log a sound clip, stored as a 16-bit PCM WAV file.
@@ -202,7 +191,9 @@ class MediaMixin:
             step: the step; None: the current step.
             sample_rate: samples per second and channel (Hz), a positive int.
         """
-        self._log_media(tag, step, lambda: I.audio_job(samples, sample_rate))
+        from . import _media_input
+
+        self._log_media(tag, step, lambda: _media_input.audio_job(samples, sample_rate))
 
     def add_figure(self, tag: str, figure, step: int | None = None, *, close: bool = True) -> None:
         """Log a matplotlib figure as a PNG image (as ``SummaryWriter.add_figure``).
@@ -220,11 +211,13 @@ class MediaMixin:
             step: the step; None: the current step.
             close: close the figure(s) after drawing.
         """
+        from . import _media_input
+
         try:
-            self._log_media(tag, step, lambda: I.figure_job(figure))
+            self._log_media(tag, step, lambda: _media_input.figure_job(figure))
         finally:
             if close:
-                I.close_figures(figure)
+                _media_input.close_figures(figure)
 
     # -- helpers ---------------------------------------------------------------------
 
@@ -232,6 +225,8 @@ class MediaMixin:
         """What every media call does: check ``step`` and ``tag``, then queue
         ``make_job()`` (the call's own checks and copy). Bad media is warned once,
         counted and skipped (raised with ``NB_STRICT=1``); nothing else escapes."""
+        from . import _media_input
+
         try:
             step = self._media_step(step, tag)
             if step is None:
@@ -240,7 +235,7 @@ class MediaMixin:
             if tid is None:
                 return
             self._queue(step, tid, make_job())
-        except I.BadMedia as bad:
+        except _media_input.BadMedia as bad:
             self._reject("bad_media", tag, str(bad))
         except StrictModeError:
             raise
@@ -260,7 +255,7 @@ class MediaMixin:
             tid = self._intern(self._media_tids, tag, F.KIND_MEDIA)
         return tid
 
-    def _queue(self, step: int, tid: int, job: E.Job) -> None:
+    def _queue(self, step: int, tid: int, job: Job) -> None:
         media = self._media
         n = len(media)  # the bytes queued are summed every 8 items: O(1) per call
         if n >= 4 and not n & 7 and sum(item[3].nbytes for item in list(media)) + job.nbytes > _MAX_BACKLOG:
@@ -290,28 +285,32 @@ class MediaSink:
     """
 
     def __init__(self, run):
+        from ..format import _pack
+
         self._run = run
-        self._pack = P.PackWriter(os.path.join(run.dir, P.pack_file_name(run.rank)),
-                                  os.path.join(run.dir, P.session_pack_file_name(run.rank, run.session)))
+        self._pack = _pack.PackWriter(os.path.join(run.dir, _pack.pack_file_name(run.rank)),
+                                  os.path.join(run.dir, _pack.session_pack_file_name(run.rank, run.session)))
 
     @property
     def path(self) -> str:
         return self._pack.path
 
     def __call__(self, items: list) -> list:
+        from . import _media_encode, _media_input
+
         refs: list = []
         batch = None
         try:
             for step, tid, ms, job in items:
                 try:
-                    kind, payload, meta = E.encode(job)
+                    kind, payload, meta = _media_encode.encode(job)
                 except Exception as err:
                     tag = self._tag(tid)
                     self._drop("bad_media", 1, f"nblog: cannot encode the {job.kind} media of tag {tag!r:.200} "
                                f"(step {step}): {err!r}; skipped", tag)
                     continue
                 if job.pooled:  # encoded: the copy may serve the caller's next call
-                    I.pool.give(job.data)
+                    _media_input.pool.give(job.data)
                     job.data = None
                 try:
                     if batch is None:
