@@ -11,7 +11,28 @@
     r.scalars()                     # polars.DataFrame
 
 ``import nblog`` loads only the standard library; ``RunReader`` imports numpy and
-polars when first used. See SPEC.md and ``man nb-format`` for the file format.
+polars when first used. The file format: ``man nb-format``; the rest: the README.
+
+Where a scalar goes, wing by wing:
+
+- ``write/``: ``init`` (``_init``) finds the launch identity (``_launch``: rank, world
+  size, machine), the run id (``_runid``), the settings, and the session history of a
+  resumed run (``_session``). ``Run.add_scalar`` (``_run``) **packs** the point into a
+  24-byte record in memory; the writer thread (``_writer``) hands full buffers to the OS.
+  ``_lifecycle`` ends the session on exit, signals and fork; ``_console`` captures output.
+- ``format/``: the on-disk contract. ``_format`` **frames** the records (header,
+  checksums, record kinds), ``_runfile`` is ``run.json`` and the file names of a run
+  folder, ``_pack`` the media pack, ``_names`` the rules for names that become paths.
+- ``media/``: images, histograms, audio and figures, checked and copied on the caller's
+  thread (``_media_input``), encoded on the writer thread (``_media_encode``) into the pack.
+- ``system/``: the system-metrics sampler (``_system``) and NVIDIA GPUs (``_nvml``).
+- ``reader/``: ``_catalog`` **finds** runs and their files, ``_logfile`` **decodes** a
+  rank's event log (``_reader``: ``RunReader``, whole frames; ``_live``: the TUI's
+  growing series; ``_tail``: ``nb tail``), with export, diff, summaries and import.
+- ``nbcli`` (a separate package) **draws**: ``nb`` commands, the TUI (``nbcli/tui``,
+  its display maths in ``nbcli/tui/series.py``) and ``nb report``.
+- Here at the top: the public names, the errors (``_errors``), the one logger (``_log``),
+  ``tensorboard`` (a ``SummaryWriter`` look-alike) and ``integrations/`` (frameworks).
 """
 
 from __future__ import annotations

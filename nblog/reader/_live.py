@@ -7,7 +7,7 @@ up new session files, and appends the new points to the :class:`Series` already
 extracted. Points are kept at full resolution, per file, as the raw records they were
 read as (no copy); a series of one tag is extracted on demand and then extended.
 
-The hiding rule of SPEC §4 is applied per rank exactly as :class:`~nblog.RunReader`
+The hiding rule (``man nb-format``, HIDING RULE) is applied per rank exactly as :class:`~nblog.RunReader`
 does: a point of session *s* at a step ≥ the first step of a later session of the same
 rank is hidden (system metrics never). A new session, or a later session's first step
 becoming known, rebuilds that rank's series from the records in memory.

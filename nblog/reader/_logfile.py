@@ -300,7 +300,7 @@ class LogFile:
 
 
 def hide_thresholds(sessions: list[tuple[int, LogFile]]) -> dict[int, int | None]:
-    """The hiding rule (SPEC §4) for one rank's sessions, in session order.
+    """The hiding rule (``man nb-format``, HIDING RULE) for one rank's sessions, in session order.
 
     Returns, per session number, the smallest first step of any later session: points
     of that session at a step ≥ it are hidden. None: the session hides nothing.

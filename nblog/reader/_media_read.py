@@ -2,7 +2,7 @@
 
 The event logs hold references (step, tag, offset, length, metadata); the bytes stay
 in ``media.r<rank>.pack`` until asked for, and each blob read is checked against its
-reference and both checksums (``_pack.read_blob``). The hiding rule of SPEC §4 applies
+reference and both checksums (``_pack.read_blob``). The hiding rule (``man nb-format``, HIDING RULE) applies
 to media as to scalars: per rank, a record of session *s* at a step ≥ the first step
 of a later session of that rank is hidden unless ``include_hidden=True``.
 """

@@ -4,7 +4,7 @@ Imports numpy and polars (``import nblog`` does not). Files are read incremental
 :meth:`RunReader.refresh` reads only what was appended since the last read, so the
 same reader serves one-off analysis, ``nb tail -f`` and the TUI.
 
-The hiding rule (SPEC §4): within one rank, a point of session *s* at a step ≥ the
+The hiding rule (``man nb-format``, HIDING RULE): within one rank, a point of session *s* at a step ≥ the
 first step of any later session of that rank is hidden — a restart from a checkpoint
 gives a clean curve. System metrics are never hidden. ``include_hidden=True`` returns
 hidden points too, with a ``hidden`` column.

@@ -33,7 +33,7 @@ def _point_tags(reader: RunReader, rank: int, kind: int, match=None) -> list[dic
     of the first non-finite value. Computed with numpy on the payload views, without
     building the rank's frame (an 80M-point run is summarised in seconds)."""
     files = list(enumerate(reader.files(rank)))  # in session order
-    # The hiding rule (SPEC §4), as the reader applies it (a test checks they agree):
+    # The hiding rule (``man nb-format``, HIDING RULE), as the reader applies it (a test checks they agree):
     # a session's points at steps >= the smallest first step of a later session are hidden.
     thresholds: dict[int, int | None] = {}
     later: int | None = None

@@ -1,4 +1,5 @@
-"""System metrics sampled by local rank 0 of each machine (SPEC §6).
+"""System metrics sampled by local rank 0 of each machine (README, "System metrics";
+every field: docs/system-metrics.md).
 
 :func:`start_sampler` (called by ``init`` on the process whose local rank is 0) starts
 one daemon thread, ``nblog-system``. It records the machine once (a STATS frame with

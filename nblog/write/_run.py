@@ -618,10 +618,14 @@ class Run(MediaMixin):
     # -- lifecycle -----------------------------------------------------------------
 
     def flush(self, timeout: float | None = None) -> None:
-        """Write everything logged so far to disk before returning (a real barrier).
+        """Hand everything logged so far to the operating system before returning (a real
+        barrier for readers: ``RunReader``, ``nb tail`` and the TUI see it once this returns).
 
-        Waits at most ``timeout`` seconds (None: as long as it takes). With console
-        capture, lines printed after it are stamped with the current step.
+        The bytes are written to the files, that is to the OS page cache; there is no
+        ``fsync``: they survive a crash or ``kill -9`` of the process, not a power loss or
+        a crash of the machine before the OS writes them out. Waits at most ``timeout``
+        seconds (None: as long as it takes). With console capture, lines printed after it
+        are stamped with the current step.
         """
         if self._writer is not None:
             self._writer.flush(timeout)

@@ -2,7 +2,7 @@
 
 A run id is ``<slug of run name, or "run">-<8 lowercase hex>``. With a shared job
 id every rank derives the same suffix from (project, run name, job id) with no
-communication (SPEC §3). ``nb resume-id`` uses the same functions.
+communication (README, "Distributed launchers"). ``nb resume-id`` uses the same functions.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def is_torchrun_uuid(value: str) -> bool:
 def shared_job_id(env: Mapping[str, str]) -> tuple[str, str] | tuple[None, None]:
     """Return ``(job id, source)`` shared by every rank of the job, or ``(None, None)``.
 
-    Order (SPEC §3 rule 2, measured in shared/launchers/README.md):
+    Order (README, "Distributed launchers", run id rule 2):
       a. ``TORCHELASTIC_RUN_ID`` given with ``--rdzv-id`` (not ``none``, not a uuid4
          torchrun made up) → source ``"torchelastic"``;
       b. ``SLURM_JOB_ID`` (same on every node, kept by requeue) → ``"slurm"``;
