@@ -24,6 +24,7 @@ from textual.widgets import DataTable, Footer, Input, RichLog, Static, TabbedCon
 from ..events import RunEvents
 from ..messages import LoadDone, RunStatus, StatusReady, ViewReady
 from ..model import MAX_PLOTS, Request, RunModel, SystemData, TextData, TimersData
+from ..navigation import navigator
 from ..plotdata import AXES, AXIS_NAMES, SMOOTHING
 from ..text import fmt_seconds, fmt_time, lit, lit_block
 from ..widgets.gpugrid import GpuGrid
@@ -587,7 +588,7 @@ class RunScreen(Screen):
             self.app.pop_screen()
         else:  # opened directly (nb tui RUN): the runs of its root
             root = os.path.dirname(os.path.dirname(self.model.primary.dir)) or "."
-            self.app.show_runs_of(root)
+            navigator(self.app).show_runs_of(root)
 
     def palette_commands(self):
         cmds = [(f"View: {v}", f"Switch to the {v} view", (lambda v=v: self.action_view(v))) for v in VIEWS]

@@ -19,6 +19,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
 from ..messages import RunsLoaded
+from ..navigation import navigator
 from ..text import fmt_duration, fmt_span, fmt_time, lit
 
 STATUS_STYLE = {"running": "bold green", "finished": "", "failed": "bold red", "preempted": "yellow", "stale": "yellow", "unknown": "dim"}
@@ -201,7 +202,7 @@ class RunsScreen(Screen):
             if row is None:
                 return
             chosen = [row["path"]]
-        self.app.open_runs(chosen, group=self.group)
+        navigator(self.app).open_runs(chosen, group=self.group)
 
     def _header(self) -> Text:
         where = self.root + (f"  project {self.project}" if self.project else "")
