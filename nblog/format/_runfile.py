@@ -41,16 +41,24 @@ def parse_event_file_name(name: str) -> tuple[int, int] | None:
 
 
 def next_session(run_dir: str, rank: int, at_least: int = 0) -> int:
-    """The first session number of ``rank`` after every event log already in ``run_dir``."""
+    """The first session number of ``rank`` after every event log already in ``run_dir``.
+
+    Rank 0 lists the folder. Another rank (thousands of them at once, in a folder of
+    thousands of logs) only looks its own names up, from ``at_least`` (rank 0's latest
+    session) on: that finds the same number, since each of its sessions was the larger
+    of its previous one + 1 and rank 0's latest then, so those at or above
+    ``at_least`` follow each other without a gap.
+    """
     n = at_least
-    try:
-        names = os.listdir(run_dir)
-    except OSError:
-        return n
-    for name in names:
-        rs = parse_event_file_name(name)
-        if rs and rs[0] == rank:
-            n = max(n, rs[1] + 1)
+    if rank == 0:
+        try:
+            names = os.listdir(run_dir)
+        except OSError:
+            return n
+        for name in names:
+            rs = parse_event_file_name(name)
+            if rs and rs[0] == rank:
+                n = max(n, rs[1] + 1)
     # A network file system may list the folder from a cache that does not show the
     # newest sessions yet; a lookup of the name itself is not served from that cache.
     while os.path.lexists(os.path.join(run_dir, event_file_name(rank, n))):

@@ -204,7 +204,9 @@ def init(
         _start_provenance(run, settings, ranks, env, host, job_id, job_source)
         return run
     run_dir = os.path.join(project_dir, rid)
-    if not _wait_for(run_dir, settings.wait_s, launch_identity(env)):
+    launch = launch_identity(env)
+    meta = _wait_for(run_dir, settings.wait_s, launch, world_size=ranks.world_size)
+    if meta is None:
         log.warning(
             "nblog: rank %d waited %.0f s for rank 0 of this launch to open %s; logging "
             "nothing on this rank. If rank 0 did open it, this machine's view of the "
@@ -218,9 +220,10 @@ def init(
             max(300.0, 2 * settings.wait_s),
         )
         return _inert(project, run_name, rid, None, ranks, config_json, settings)
+    session, step_start = _rank_session(run_dir, ranks.rank, launch, meta)
     run = _make_run(
         project, run_name, rid, run_dir, ranks, None, config_json, settings, host, env,
-        job_id, job_source,
+        job_id, job_source, session=session, step_start=step_start,
     )
     _start_provenance(run, settings, ranks, env, host, job_id, job_source)
     return run
@@ -253,16 +256,17 @@ def _inert(project, name, rid, run_dir, ranks: RankInfo, config, settings: Setti
     )
 
 
-def _rank_session(run_dir: str, rank: int, launch: dict[str, str]) -> tuple[int, int]:
+def _rank_session(run_dir: str, rank: int, launch: dict[str, str], known: dict | None = None) -> tuple[int, int]:
     """A non-zero rank's session and the start of its step counter.
 
     The session comes after its own files and rank 0's latest session. Known at init
     (the rank waited for rank 0's session of its launch), so ``run.session`` is right
     before the rank writes anything. The counter starts where rank 0's session of
     this launch (else its latest) started it, so timers at the current step agree
-    with rank 0's steps.
+    with rank 0's steps. ``known``: run.json as the rank's wait read it (else it is read).
     """
-    known = read_run_json(run_dir) or {}
+    if known is None:
+        known = read_run_json(run_dir) or {}
     sessions = [s for s in known.get("sessions") or [] if isinstance(s, dict)]
     latest = max((s.get("session", 0) for s in sessions), default=0)
     mine = [s for s in sessions if launch and s.get("launch") == launch] or sessions
@@ -275,29 +279,76 @@ def _rank_session(run_dir: str, rank: int, launch: dict[str, str]) -> tuple[int,
     return next_session(run_dir, rank, at_least=latest), start
 
 
-def _wait_for(run_dir: str, wait_s: float, launch: dict[str, str]) -> bool:
-    """Poll until rank 0 has opened the run for this launch; False after ``wait_s`` s.
+#: The first poll of a non-zero rank waiting for rank 0 comes after this many seconds;
+#: each next one WAIT_GROWTH times later, up to a cap that grows with the job
+#: (:func:`_wait_cap`), and each drawn at random between half and all of that
+#: (ranks started together do not poll together).
+WAIT_FIRST_S = 0.02
+WAIT_GROWTH = 1.6
+#: run.json is read again at least this often even when its stat has not changed (an
+#: attribute cache of a network file system may show the old file's stat for a while).
+WAIT_REREAD_S = 30.0
+
+
+def _random() -> float:
+    """A number in [0, 1) (the random module costs an import for one number)."""
+    return int.from_bytes(os.urandom(4), "little") / 4294967296
+
+
+def _wait_cap(world_size: int) -> float:
+    """The longest pause between two polls: 0.5 s up to 128 ranks, growing with the job
+    to 10 s from 2,560 ranks on, so that 8,192 ranks waiting make about 8,192 / 7.5 polls
+    a second in all (a poll is 5 calls before run.json appears, 1 after)."""
+    return min(10.0, max(0.5, world_size / 256))
+
+
+def _wait_for(run_dir: str, wait_s: float, launch: dict[str, str], *, world_size: int = 1,
+              sleep=time.sleep, clock=time.monotonic, rand=None, read=read_run_json) -> dict | None:
+    """Poll until rank 0 has opened the run for this launch; run.json's content then
+    (``{}`` when it cannot be parsed and no launch is asked for), None after ``wait_s`` s.
 
     With launcher variables (``launch``), the run must have a session that rank 0 of
     the same launch started: a rank of a relaunch whose rank 0 refused to reuse the
     run id, or has not yet added its session, must not write into the old run.
     Without any, run.json existing is enough.
+
+    Metadata calls on the shared folder: until run.json is listed, one listing per
+    poll of the nearest folder not yet seen (open, fstat, getdents64 ×2, close), each
+    folder looked up only once its parent listed it (see :func:`_listed`); then one
+    ``stat`` of run.json per poll, and a read (open, fstat, read, close) only when
+    its inode, size or modification time changed, or :data:`WAIT_REREAD_S` after the
+    last read. Polls back off with jitter (:data:`WAIT_FIRST_S`, :func:`_wait_cap`).
+    ``sleep``, ``clock``, ``rand`` (in [0, 1)) and ``read`` are injected for tests.
     """
-    deadline = time.monotonic() + wait_s
-    delay = 0.02
+    rand = rand or _random
+    deadline = clock() + wait_s
+    cap = _wait_cap(world_size)
+    delay = WAIT_FIRST_S
     path = os.path.join(run_dir, RUN_JSON)
     known: set[str] = set()
+    seen: tuple | None = None  # (inode, size, mtime) of run.json when last read
+    read_at = 0.0
     while True:
-        if _listed(path, known):
-            if not launch:
-                return True
-            meta = read_run_json(run_dir) or {}
-            if any(s.get("launch") == launch for s in meta.get("sessions") or []):
-                return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
-        delay = min(delay * 1.5, 0.5)
+        if path in known or _listed(path, known):
+            known.add(path)
+            try:
+                st = os.stat(path)
+                stat = (st.st_ino, st.st_size, st.st_mtime_ns)
+            except OSError:
+                stat = None
+            if stat is not None and (stat != seen or clock() >= read_at):
+                meta = read(run_dir)
+                seen, read_at = (stat, clock() + WAIT_REREAD_S) if meta is not None else (None, 0.0)
+                if not launch:
+                    return meta or {}
+                if meta is not None and any(isinstance(s, dict) and s.get("launch") == launch
+                                            for s in meta.get("sessions") or []):
+                    return meta
+        now = clock()
+        if now >= deadline:
+            return None
+        sleep(min(delay * (0.5 + 0.5 * rand()), max(0.0, deadline - now)))
+        delay = min(delay * WAIT_GROWTH, cap)
 
 
 def _listed(path: str, known: set[str]) -> bool:
