@@ -35,9 +35,9 @@ What each figure is:
   defaults (system metrics as each samples them by default).
 - incl. finish/close: the same loop plus the tool's finish()/close()/end_run(), per call.
 - init: opening the first run in an empty store (MLflow's includes creating its database).
-- peak RSS: the worker's highest resident set, helper processes included (sampled every
-  0.2 s by this script, and the worker's own ru_maxrss), minus the worker's RSS once it has
-  imported torch, as a training script has.
+- peak RSS: the higher of the worker's own ru_maxrss and the peak of its process tree's
+  summed proportional set sizes (helpers such as wandb-core included, sampled every 0.2 s by
+  this script), minus the worker's RSS once it has imported torch, as a training script has.
 - bytes per point: growth of the tool's whole store folder from open to close, per point;
   once for the one-tag loop above and once for the read set below.
 - non-logging rank: what each tool's docs say to do on rank != 0. nb: the inert run a
@@ -652,11 +652,14 @@ class Driver:
                     proc.wait()
                     break
                 if psproc is not None:
+                    # proportional set sizes: a child forked a moment before its exec (nb's
+                    # provenance runs git) shares its parent's pages, and summing resident
+                    # sets counted them twice (a 283 MiB "peak" for nb in one sample)
                     try:
-                        total = psproc.memory_info().rss
+                        total = psproc.memory_full_info().pss
                         for c in psproc.children(recursive=True):
                             try:
-                                total += c.memory_info().rss
+                                total += c.memory_full_info().pss
                             except Exception:
                                 pass
                         peak = max(peak, total)
