@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 from .._errors import AmbiguousRunError, RunNotFoundError
 from ..format._runfile import RUN_JSON, parse_event_file_name, read_json_file
+from ._listing_cache import ListingCache
 
 STALE_AFTER_S = 180.0  # a "running" run with no write for this long is "stale" (3 heartbeats)
 
@@ -144,20 +145,26 @@ def run_status(meta: Mapping, last_write: float | None, now: float | None = None
     return status
 
 
-def _summary(run_dir: str, now: float, stale_after: float, only_runs: bool, metas: list | None = None) -> dict | None:
+def _summary(run_dir: str, now: float, stale_after: float, only_runs: bool, metas: list | None = None,
+             cache: ListingCache | None = None) -> dict | None:
     """:func:`run_summary` of an absolute path; None if ``only_runs`` and it holds
     neither run.json nor an event log. One directory listing, one stat per event log
     or media file, and run.json opened once (its stat taken from the open file).
     ``metas``, when given, gets the ``config`` and ``summary`` entries of run.json
-    appended (``{}`` when it is unreadable)."""
+    appended (``{}`` when it is unreadable). With a ``cache`` whose stamps match, the
+    listing and the read of run.json become a ``stat`` each."""
     ranks: set[int] = set()
     last_write = 0.0
     size = 0
     has_json = False
-    try:
-        names = os.listdir(run_dir)
-    except OSError:
-        names = []
+    names = cache.names(run_dir) if cache is not None else None
+    if names is None:
+        try:
+            names = os.listdir(run_dir)
+        except OSError:
+            names = []
+        if cache is not None:
+            cache.put_names(run_dir, [n for n in names if n == RUN_JSON or n.startswith(("events.", "media."))])
     prefix = run_dir + os.sep
     for name in names:
         if name.startswith("events."):
@@ -184,7 +191,13 @@ def _summary(run_dir: str, now: float, stale_after: float, only_runs: bool, meta
         return None
     meta = None
     if has_json or not only_runs:
-        meta, st = read_json_file(prefix + RUN_JSON)
+        hit = cache.meta(prefix + RUN_JSON, run_dir) if cache is not None and has_json else None
+        if hit is not None:
+            meta, st = hit
+        else:
+            meta, st = read_json_file(prefix + RUN_JSON)
+            if cache is not None and meta is not None:
+                meta = cache.put_meta(run_dir, meta, st)
         if st is not None:
             size += st.st_size
             if st.st_mtime > last_write:
@@ -272,6 +285,7 @@ def _rows(root: str | os.PathLike | None, project: str | None, metas: list | Non
     except OSError:
         return []
     now = time.time()
+    cache = ListingCache(root, query=metas is not None)
     for p in projects:
         try:
             with os.scandir(os.path.join(root, p)) as it:
@@ -279,7 +293,8 @@ def _rows(root: str | os.PathLike | None, project: str | None, metas: list | Non
         except OSError:
             continue
         for path in dirs:
-            row = _summary(path, now, STALE_AFTER_S, True, metas)
+            row = _summary(path, now, STALE_AFTER_S, True, metas, cache)
             if row is not None:
                 rows.append(row)
+    cache.save(complete=project is None)
     return rows
