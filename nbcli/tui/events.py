@@ -1,7 +1,8 @@
 """The failures and alerts of a run, for the run screen: every rank's event logs read
-incrementally and a window at a time (nb tail's windowed :class:`~nblog.reader._logfile.LogFile`,
-keeping no points: only what was appended since the last poll is parsed, and a large log
-costs a window of memory, not its size), the events in time order.
+incrementally and a window at a time (the reader's rank files, :class:`nblog.reader.RankFiles`
+with :data:`nblog.reader.WINDOW`, keeping no points: only what was appended since the last
+poll is parsed, and a large log costs a window of memory, not its size), the events in
+time order.
 
 Used by one worker thread at a time (not thread-safe).
 """
@@ -9,11 +10,8 @@ Used by one worker thread at a time (not thread-safe).
 from __future__ import annotations
 
 import logging
-import os
 
-from nblog.format._runfile import parse_event_file_name
-from nblog.reader._logfile import LogFile
-from nblog.reader._tail import _WindowedLog
+from nblog.reader import WINDOW, LogFile, RankFiles, read_on
 
 
 def _num(v: object) -> float | None:
@@ -35,22 +33,20 @@ class RunEvents:
 
     def __init__(self, run_dir: str):
         self.dir = run_dir
-        self._files: dict[tuple[int, int], LogFile] = {}
+        self._files = RankFiles(run_dir, keep=False, window=WINDOW)
         self.events: list[dict] = []
 
     def poll(self) -> bool:
         """Read what was appended to the event logs (new ones found); True if an
         event was added. Unreadable files are left out (never raises for them)."""
-        try:
-            names = os.listdir(self.dir)
-        except OSError:
+        rf = self._files
+        rf.scan()
+        if rf.gone:
             return False
-        for name in names:
-            key = parse_event_file_name(name)
-            if key is not None and key not in self._files:
-                self._files[key] = _WindowedLog(os.path.join(self.dir, name), keep=False)
+        for rank in rf.ranks():
+            rf.open_new(rank)
         new = []
-        for (rank, session), lf in sorted(self._files.items()):
+        for rank, session, lf in ((r, s, lf) for r in rf.opened() for s, lf in rf.sessions(r)):
             for ev in _new_events(lf):
                 host = _str(lf.header.get("host"))
                 failure = ev.get("kind") == "failure"
@@ -73,15 +69,11 @@ def _new_events(lf: LogFile) -> list[dict]:
     """The events appended to ``lf`` since the last call, read a window at a time; none
     from a file that cannot be read (a newer format, a hostile file)."""
     events: list[dict] = []
-    while True:
-        before = lf.offset
-        try:
-            delta = lf.poll()
-        except Exception as err:  # said once per file; its events are left out
-            if not getattr(lf, "_nb_events_warned", False):
-                lf._nb_events_warned = True
-                logging.getLogger("nblog").warning("nb tui: cannot read the events of %s: %s", lf.path, err)
-            return events
-        events.extend(delta.events)
-        if lf.offset == before or lf.size - lf.offset <= lf.pending_bytes:
-            return events
+    try:
+        for delta in read_on(lf):
+            events.extend(delta.events)
+    except Exception as err:  # said once per file; its events are left out
+        if not getattr(lf, "_nb_events_warned", False):
+            lf._nb_events_warned = True  # type: ignore[attr-defined]  # our mark on the reader's object
+            logging.getLogger("nblog").warning("nb tui: cannot read the events of %s: %s", lf.path, err)
+    return events

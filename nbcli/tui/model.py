@@ -18,6 +18,7 @@ import numpy as np
 
 from nblog.reader._catalog import run_summary
 from nblog.reader._live import LiveRun
+from nblog.reader._stragglers import straggler_rule
 
 from .bands import ranks_band_spec
 from .groups import config_value, groups_spec
@@ -322,16 +323,16 @@ class RunModel:
                     "max_s": float(np.max(v)), "total_s": float(np.sum(v)),
                 })
         rows.sort(key=lambda r: (r["tag"], r["rank"]))
-        slowest = {}
+        # nb timers' rule (nblog.reader.straggler_rule): the rows of stragglers are marked
+        # and the band's line is the slowest rank's, so both name the same ranks
+        rules = {tag: straggler_rule({row["rank"]: row["mean_s"] for row in rows if row["tag"] == tag})
+                 for tag in tags if per_tag[tag]}
         for row in rows:
-            best = slowest.get(row["tag"])
-            if best is None or row["mean_s"] > best["mean_s"]:
-                slowest[row["tag"]] = row
-        for row in rows:
-            row["slowest"] = slowest[row["tag"]] is row and len(per_tag[row["tag"]]) > 1
+            row["straggler"] = row["rank"] in rules[row["tag"]]["stragglers"]
         timer = req.timer if req.timer in per_tag else (tags[0] if tags else None)
         if timer is not None:
-            spec, _slow = band_spec(f"{timer}: band across ranks", per_tag[timer], req.buckets)
+            slowest = rules[timer]["slowest_rank"] if timer in rules else None
+            spec, _slow = band_spec(f"{timer}: band across ranks", per_tag[timer], req.buckets, slowest)
         else:
             from .widgets.plot import PlotSpec
 

@@ -197,15 +197,17 @@ def scalar_spec(
     return spec
 
 
-def band_spec(title: str, per_rank: dict[int, Series], buckets: int) -> tuple[PlotSpec, int | None]:
+def band_spec(title: str, per_rank: dict[int, Series], buckets: int,
+              slowest: int | None = None) -> tuple[PlotSpec, int | None]:
     """The band across ranks (min–max filled, median line) of per-step totals of a timer,
-    with the slowest rank's line. Returns the spec and the slowest rank."""
+    with the line of the rank ``slowest`` (the slowest rank by the straggler rule,
+    :func:`nblog.reader.straggler_rule`; None or a rank without timings: no such line).
+    Returns the spec and the rank drawn as the slowest."""
     totals = {r: per_step_totals(s.step, s.value) for r, s in per_rank.items() if len(s)}
     spec = PlotSpec(title=title, axis="step", yunit="s")
     if not totals:
         spec.message = "no timings"
         return spec, None
-    slowest = max(totals, key=lambda r: float(np.sum(totals[r][1])))
     b = band(totals)
     idx = minmax_indices(b.hi, buckets)
     idx_lo = minmax_indices(b.lo, buckets)
@@ -215,10 +217,13 @@ def band_spec(title: str, per_rank: dict[int, Series], buckets: int) -> tuple[Pl
         spec.fills.append(Fill(x[both], b.lo[both], b.hi[both], color=FAINT))
         mi = minmax_indices(b.median, buckets)
         spec.lines.append(Line(x[mi], b.median[mi], color=PALETTE[0], label="median"))
-    st, sv = totals[slowest]
-    si = minmax_indices(sv, buckets)
-    spec.lines.append(Line(st[si].astype(np.float64), sv[si], color=PALETTE[3], label=f"slowest rank {slowest}",
-                           dash=len(spec.lines)))
+    if slowest not in totals:
+        slowest = None
+    else:
+        st, sv = totals[slowest]
+        si = minmax_indices(sv, buckets)
+        spec.lines.append(Line(st[si].astype(np.float64), sv[si], color=PALETTE[3], label=f"slowest rank {slowest}",
+                               dash=len(spec.lines)))
     spec.note = f"{len(totals)} ranks, seconds per step" + (" · min/max display" if len(b.step) > 2 * buckets else "")
     return spec, slowest
 

@@ -1,3 +1,121 @@
-"""Reading runs: finding runs and their rank files, decoding event logs, live following,
-media, console logs, summaries, export, diff and import. Private for now.
+"""Reading runs: the public reader library that every ``nb`` command is a thin layer over.
+
+Finding runs (:func:`list_runs`, :func:`resolve_run`, :func:`run_summary`); a rank's
+session files in order, read incrementally (``_rankfiles``, ``_logfile``); whole frames
+(:class:`RunReader`); live in-memory series (:class:`LiveRun`); following one rank
+(:class:`Follower`, ``nb tail``) and console logs (:class:`ConsoleLogs`, ``nb logs``);
+media (:meth:`RunReader.media`, :func:`decode_histogram`); reports (:func:`overview`,
+:func:`timer_report`, :func:`straggler_rule`); watching (:class:`Watcher`); export
+(:func:`read_frame`, :func:`write_frame`, :func:`export_root`); comparing runs
+(:func:`diff_runs`); querying many runs (:func:`parse_where`, :func:`select_runs`);
+TensorBoard import (:func:`import_folder`); tag selection (:func:`tag_matcher`).
+
+Every name is imported on first use (PEP 562 ``__getattr__``): ``import nblog`` and
+``import nblog.reader`` load no reader module, numpy or polars. The modules behind the
+names are private; their docstrings say what each reads.
 """
+
+from __future__ import annotations
+
+import importlib
+
+#: Public name -> (private module of this package, or an absolute one; its attribute).
+_NAMES: dict[str, tuple[str, str]] = {
+    # finding runs
+    "default_root": ("._catalog", "default_root"),
+    "list_runs": ("._catalog", "list_runs"),
+    "list_runs_meta": ("._catalog", "list_runs_meta"),
+    "resolve_run": ("._catalog", "resolve_run"),
+    "run_summary": ("._catalog", "run_summary"),
+    "run_status": ("._catalog", "run_status"),
+    "STALE_AFTER_S": ("._catalog", "STALE_AFTER_S"),
+    "tag_summaries": ("._tag_summary", "tag_summaries"),
+    # a rank's files
+    "event_files": ("._rankfiles", "event_files"),
+    "ranks_with_logs": ("._rankfiles", "ranks_with_logs"),
+    "RankFiles": ("._rankfiles", "RankFiles"),
+    "follow": ("._rankfiles", "follow"),
+    "read_on": ("._rankfiles", "read_on"),
+    "read_all": ("._rankfiles", "read_all"),
+    "hide_thresholds": ("._rankfiles", "hide_thresholds"),
+    "KIND_CODES": ("._rankfiles", "KIND_CODES"),
+    "WINDOW": ("._rankfiles", "WINDOW"),
+    "LogFile": ("._logfile", "LogFile"),
+    "Delta": ("._logfile", "Delta"),
+    "read_header": ("._logfile", "read_header"),
+    # frames, live series, following
+    "RunReader": ("._reader", "RunReader"),
+    "POINT_SCHEMA": ("._reader", "POINT_SCHEMA"),
+    "TEXT_SCHEMA": ("._reader", "TEXT_SCHEMA"),
+    "SYSTEM_SCHEMA": ("._reader", "SYSTEM_SCHEMA"),
+    "FAILURE_SCHEMA": ("._reader", "FAILURE_SCHEMA"),
+    "ALERT_SCHEMA": ("._reader", "ALERT_SCHEMA"),
+    "LiveRun": ("._live", "LiveRun"),
+    "Series": ("._live", "Series"),
+    "Follower": ("._tail", "Follower"),
+    "Event": ("._tail", "Event"),
+    "KINDS": ("._tail", "KINDS"),
+    "DEFAULT_KINDS": ("._tail", "DEFAULT_KINDS"),
+    "ConsoleLogs": ("._console_read", "ConsoleLogs"),
+    "ConsoleLine": ("._console_read", "ConsoleLine"),
+    # media
+    "MEDIA_SCHEMA": ("._media_read", "MEDIA_SCHEMA"),
+    "HISTOGRAM_SCHEMA": ("._media_read", "HISTOGRAM_SCHEMA"),
+    "decode_histogram": ("nblog.media._media_encode", "decode_histogram"),
+    # selection
+    "tag_matcher": ("._select", "tag_matcher"),
+    "tag_set": ("._select", "tag_set"),
+    # reports
+    "overview": ("._summary", "overview"),
+    "tag_table": ("._summary", "tag_table"),
+    "timer_report": ("._summary", "timer_report"),
+    "failure_line": ("._summary", "failure_line"),
+    "provenance_lines": ("._summary", "provenance_lines"),
+    "TRACEBACK_LINES": ("._summary", "TRACEBACK_LINES"),
+    "straggler_rule": ("._stragglers", "straggler_rule"),
+    "STRAGGLER_SPREAD": ("._stragglers", "STRAGGLER_SPREAD"),
+    # watching
+    "Watcher": ("._watch", "Watcher"),
+    "WatchOptions": ("._watch", "WatchOptions"),
+    # export
+    "read_frame": ("._export", "read_frame"),
+    "write_frame": ("._export", "write_frame"),
+    "write_output": ("._export", "write_output"),
+    "export_root": ("._export", "export_root"),
+    "format_for": ("._export", "format_for"),
+    "refuse_linked_folders": ("._export", "refuse_linked_folders"),
+    "EXPORT_KINDS": ("._export", "EXPORT_KINDS"),
+    "FORMATS": ("._export", "FORMATS"),
+    # many runs, diff, import
+    "QueryError": ("._runs_query", "QueryError"),
+    "RunsTable": ("._runs_query", "RunsTable"),
+    "parse_where": ("._runs_query", "parse_where"),
+    "select_runs": ("._runs_query", "select"),
+    "group_runs": ("._runs_query", "groups"),
+    "diff_runs": ("._diff", "diff_runs"),
+    "import_folder": ("._tb_import", "import_folder"),
+    "event_folders": ("._tb_import", "event_folders"),
+    "run_name_for": ("._tb_import", "run_name_for"),
+    "AlreadyImported": ("._tb_import", "AlreadyImported"),
+}
+
+__all__ = sorted(_NAMES)
+
+
+def __getattr__(name: str) -> object:
+    """Import the module behind a public name on first use and cache the name here.
+
+    Raises:
+        AttributeError: ``name`` is not a public name of ``nblog.reader``.
+    """
+    try:
+        module, attr = _NAMES[name]
+    except KeyError:
+        raise AttributeError(f"module 'nblog.reader' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(module, __name__), attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_NAMES))

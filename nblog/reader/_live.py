@@ -28,10 +28,10 @@ from collections.abc import Iterable
 import numpy as np
 
 from ..format import _format as F
-from ..format._runfile import parse_event_file_name, read_run_json
-from ._logfile import LogFile, _unwrap, active_offsets, hide_thresholds, read_header
+from ..format._runfile import read_run_json
+from ._logfile import LogFile, _unwrap
+from ._rankfiles import KIND_CODES, RankFiles, active_offsets, hide_thresholds, read_on
 
-_KIND = {"scalar": F.KIND_SCALAR, "timer": F.KIND_TIMER, "system": F.KIND_SYSTEM, "text": F.KIND_TEXT}
 _RAW = np.dtype(F.NUMPY_POINT_DTYPE)
 _COMPACT_BELOW = 256 << 10  # records in blocks smaller than this are merged ...
 _COMPACT_COUNT = 64  # ... once this many small blocks piled up
@@ -108,9 +108,9 @@ class Series:
 class _File:
     """One session file of one rank: the parser and the point records read so far."""
 
-    def __init__(self, rank: int, session: int, path: str):
-        self.rank, self.session, self.path = rank, session, path
-        self.lf = LogFile(path, keep=False)
+    def __init__(self, rank: int, session: int, lf: LogFile):
+        self.rank, self.session, self.path = rank, session, lf.path
+        self.lf = lf
         self.blocks: list[np.ndarray] = []  # raw records, file order
         self.starts: list[int] = []  # unwrapped ms before each block (for unwrapping)
         self.prev_ms = 0
@@ -121,9 +121,7 @@ class _File:
     def poll(self) -> int:
         """Read what was appended; returns the index of the first new block."""
         first = len(self.blocks)
-        while True:
-            before = self.lf.offset
-            delta = self.lf.poll()
+        for delta in read_on(self.lf):
             system = None
             for raw in delta.points:
                 arr = np.frombuffer(raw, dtype=_RAW)
@@ -155,8 +153,6 @@ class _File:
                 self.seen.add(item[1])
                 self.last_step = item[0] if self.last_step is None else max(self.last_step, item[0])
             self.texts.extend(delta.texts)
-            if self.lf.offset == before or self.lf.size - self.lf.offset <= self.lf.pending_bytes:
-                break
         new = len(self.blocks) - first
         self._compact(first)
         return len(self.blocks) - new
@@ -194,25 +190,17 @@ class LiveRun:
         self._files: dict[int, dict[int, _File]] = {}  # rank → session → file
         self._series: dict[tuple[int, str, str], Series] = {}
         self._sig: dict[int, tuple] = {}
-        self._listing: dict[tuple[int, int], str] = {}
-        self._headers: dict[tuple[int, int], dict] = {}
+        self._rf = RankFiles(self.dir, keep=False)  # the event logs: listing, LogFiles, headers
         self._meta: dict = {}
         self._scan()
 
     # -- files ---------------------------------------------------------------------
 
     def _scan(self) -> None:
-        try:
-            names = os.listdir(self.dir)
-        except OSError:
-            self.gone = not os.path.isdir(self.dir)
-            return
-        self.gone = False
-        for name in names:
-            rs = parse_event_file_name(name)
-            if rs is not None:
-                self._listing[rs] = os.path.join(self.dir, name)
-        self._meta = read_run_json(self.dir) or self._meta
+        self._rf.scan()
+        self.gone = self._rf.gone
+        if not self.gone:
+            self._meta = read_run_json(self.dir) or self._meta
 
     def _load_rank(self, rank: int) -> dict[int, _File]:
         files = self._files.get(rank)
@@ -224,11 +212,10 @@ class LiveRun:
     def _add_new_sessions(self, rank: int) -> bool:
         files = self._files[rank]
         added = False
-        for (r, s), path in sorted(self._listing.items()):
-            if r == rank and s not in files:
-                f = files[s] = _File(r, s, path)
-                f.poll()
-                added = True
+        for s, lf in self._rf.open_new(rank):
+            f = files[s] = _File(rank, s, lf)
+            f.poll()
+            added = True
         return added
 
     def _sessions(self, rank: int) -> list:
@@ -251,7 +238,7 @@ class LiveRun:
         """Append to ``series`` (tag → Series of ``rank``) the points of blocks from
         ``since[session]`` on (None: every block), copied once, straight from the raw
         records into the series' columns."""
-        code = _KIND[kind]
+        code = KIND_CODES[kind]
         files = self._files[rank]
         th = self._thresholds(rank) if kind != "system" else {}
         off = self._offsets(rank)
@@ -352,7 +339,7 @@ class LiveRun:
     def ranks(self) -> list[int]:
         """Ranks with at least one event log."""
         with self._lock:
-            return sorted({r for r, _ in self._listing})
+            return self._rf.ranks()
 
     def loaded_ranks(self) -> list[int]:
         with self._lock:
@@ -361,7 +348,7 @@ class LiveRun:
     def tags(self, rank: int, kind: str = "scalar") -> list[str]:
         """Sorted tags of ``rank`` of one kind that have at least one record (loads the
         rank): a tag defined but never given a point (every value rejected) is left out."""
-        code = _KIND[kind]
+        code = KIND_CODES[kind]
         with self._lock:
             files = self._load_rank(rank)
             return sorted({name for f in files.values() for tid, (k, name) in f.lf.tags.items()
@@ -390,31 +377,15 @@ class LiveRun:
     def header(self, rank: int, session: int) -> dict:
         """The session header of a file (read once, without loading the rank)."""
         with self._lock:
-            key = (rank, session)
-            if key not in self._headers or not self._headers[key]:
-                path = self._listing.get(key)
-                self._headers[key] = read_header(path) if path else {}
-            return self._headers[key]
+            return self._rf.header(rank, session)
 
     def machines(self) -> list[dict]:
         """Machines that recorded system metrics: one dict per (hostname, sampling rank)
         with the machine record (cpu_count, memory_total_bytes, gpus, ...) once read.
         Loads the sampling ranks (local rank 0 of each machine)."""
         with self._lock:
-            out: dict[tuple[str, int], dict] = {}
-            for (r, s) in sorted(self._listing):
-                head = self.header(r, s)
-                if head.get("local_rank") != 0:
-                    continue
-                files = self._load_rank(r)
-                if not any(k == F.KIND_SYSTEM for f in files.values() for k, _n in f.lf.tags.values()):
-                    continue
-                host = head.get("host") or "?"
-                entry = out.setdefault((host, r), {"hostname": host, "rank": r})
-                for f in files.values():
-                    if f.lf.machine:
-                        entry.update({k: v for k, v in f.lf.machine.items() if k != "hostname"})
-            return list(out.values())
+            return self._rf.machines(lambda r: [(s, f.lf) for s, f in sorted(self._load_rank(r).items())],
+                                     needs_system=True)
 
     def text(self, rank: int, tags: Iterable[str] | None = None) -> list[tuple[int, int, str, str, float]]:
         """Logged text of ``rank``, hidden records left out: (session, step, tag, text,

@@ -61,9 +61,10 @@ class LogFile:
         pending_bytes: bytes at the end not parsed (yet): a torn or growing tail.
     """
 
-    def __init__(self, path: str, keep: bool = True):
+    def __init__(self, path: str, keep: bool = True, window: int = _READ_LIMIT):
         self.path = path
         self.keep = keep
+        self.window = window  # bytes read (and held) per poll, more only for a frame that does not fit
         self.offset = 0
         self.version: int | None = None
         self.header: dict = {}
@@ -87,55 +88,60 @@ class LogFile:
     # -- parsing -------------------------------------------------------------------
 
     def poll(self) -> Delta:
-        """Read and parse what was appended since the last poll.
+        """Read and parse what was appended since the last poll: at most :attr:`window`
+        bytes, twice as many (again and again) while not one whole frame fits in them
+        and more of the file follows, up to the largest frame there can be.
 
         Raises:
             FormatVersionError: the file was written by a newer format version.
         """
         delta = Delta()
-        try:
-            with open_regular(self.path) as f:
-                size = os.fstat(f.fileno()).st_size
-                self.size = size
-                if size <= self.offset:
+        want = self.window
+        while True:
+            try:
+                with open_regular(self.path) as f:
+                    size = self.size = os.fstat(f.fileno()).st_size
+                    if size <= self.offset:
+                        return delta
+                    if self.version == -1:  # not an nb event log: skipped unread
+                        self.skipped_bytes += size - self.offset
+                        self.offset = size
+                        return delta
+                    # Read, never mapped: a mapped page of a file truncated under the reader
+                    # (on any disk) is a SIGBUS, and bytes decoded from a mapping after their
+                    # checksum was checked could change in between. What is parsed is this
+                    # private copy, checked and decoded alike.
+                    f.seek(self.offset)
+                    data = f.read(min(size - self.offset, want))
+            except FileNotFoundError:
+                return delta
+            except OSError as err:  # not a regular file (a FIFO, a device) or unreadable
+                if not self._warned:
+                    self._warned = True
+                    log.warning("nblog: cannot read %s: %s; skipped", self.path, err.strerror or err)
+                return delta
+            pos = 0
+            if self.version is None:
+                if len(data) < F.FILE_HEADER.size:
+                    self.pending_bytes = len(data)
                     return delta
-                # Read, never mapped: a mapped page of a file truncated under the reader
-                # (on any disk) is a SIGBUS, and bytes decoded from a mapping after their
-                # checksum was checked could change in between. What is parsed is this
-                # private copy, checked and decoded alike.
-                f.seek(self.offset)
-                data = f.read(min(size - self.offset, _READ_LIMIT))
-        except FileNotFoundError:
-            return delta
-        except OSError as err:  # not a regular file (a FIFO, a device) or unreadable
-            if not self._warned:
-                self._warned = True
-                log.warning("nblog: cannot read %s: %s; skipped", self.path, err.strerror or err)
-            return delta
-        pos = 0
-        if self.version is None:
-            if len(data) < F.FILE_HEADER.size:
-                self.pending_bytes = len(data)
+                magic, version, _flags = F.FILE_HEADER.unpack_from(data, 0)
+                if magic != F.FILE_MAGIC:
+                    self.version = -1
+                    self.skipped_bytes += size - self.offset
+                    self.offset = size
+                    log.warning("nblog: %s is not an nb event log; skipped", self.path)
+                    return delta
+                if version > F.FORMAT_VERSION:
+                    raise FormatVersionError(self.path, version, F.FORMAT_VERSION)
+                self.version = version
+                pos = F.FILE_HEADER.size
+            stop = self._parse(data, pos, delta)
+            self.offset += stop
+            self.pending_bytes = len(data) - stop
+            if stop > 0 or self.offset + len(data) >= size or want >= F.MAX_FRAME_LENGTH:
                 return delta
-            magic, version, _flags = F.FILE_HEADER.unpack_from(data, 0)
-            if magic != F.FILE_MAGIC:
-                self.skipped_bytes += len(data)
-                self.offset += len(data)
-                self.version = -1
-                log.warning("nblog: %s is not an nb event log; skipped", self.path)
-                return delta
-            if version > F.FORMAT_VERSION:
-                raise FormatVersionError(self.path, version, F.FORMAT_VERSION)
-            self.version = version
-            pos = F.FILE_HEADER.size
-        if self.version == -1:
-            self.skipped_bytes += len(data)
-            self.offset += len(data)
-            return delta
-        pos = self._parse(data, pos, delta)
-        self.offset += pos
-        self.pending_bytes = len(data) - pos
-        return delta
+            want *= 2  # no whole frame in the window, and more of the file after it
 
     def _parse(self, data: bytes, pos: int, delta: Delta) -> int:
         end = len(data)
@@ -297,31 +303,6 @@ class LogFile:
                 prev = int(part["ms"][-1])
             o += len(raw)
         return out
-
-
-def hide_thresholds(sessions: list[tuple[int, LogFile]]) -> dict[int, int | None]:
-    """The hiding rule (``man nb-format``, HIDING RULE) for one rank's sessions, in session order.
-
-    Returns, per session number, the smallest first step of any later session: points
-    of that session at a step ≥ it are hidden. None: the session hides nothing.
-    """
-    out: dict[int, int | None] = {}
-    best: int | None = None
-    for s, lf in reversed(sessions):
-        out[s] = best
-        if lf.first_step is not None:
-            best = lf.first_step if best is None else min(best, lf.first_step)
-    return out
-
-
-def active_offsets(sessions: list[tuple[int, LogFile]]) -> dict[int, float]:
-    """Per session number: seconds that one rank's earlier sessions ran (active time
-    leaves out the queue gap between a preempted session and its restart)."""
-    out, total = {}, 0.0
-    for s, lf in sessions:
-        out[s] = total
-        total += lf.max_ms / 1000.0
-    return out
 
 
 def _unwrap(ms32, start: int):

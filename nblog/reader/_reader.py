@@ -21,9 +21,10 @@ import polars as pl
 
 from ..format import _format as F
 from ..format._names import check_name
-from ..format._runfile import parse_event_file_name, read_run_json_retrying
+from ..format._runfile import read_run_json_retrying
 from ._catalog import resolve_run
-from ._logfile import LogFile, _unwrap, active_offsets, hide_thresholds, read_header
+from ._logfile import LogFile, _unwrap
+from ._rankfiles import KIND_CODES, RankFiles, active_offsets, hide_thresholds, read_all
 from ._select import tag_set as _as_tags
 
 #: Columns of :meth:`RunReader.scalars` and :meth:`RunReader.timers` frames.
@@ -78,7 +79,6 @@ ALERT_SCHEMA = {
     "text": pl.String,
     "suppressed": pl.Int64,  # alerts of this title left out (rate limit) just before this one
 }
-_KINDS = {"scalar": F.KIND_SCALAR, "timer": F.KIND_TIMER, "system": F.KIND_SYSTEM, "text": F.KIND_TEXT, "media": F.KIND_MEDIA}
 
 
 def _safe_name(value: object) -> str | None:
@@ -87,15 +87,6 @@ def _safe_name(value: object) -> str | None:
         return check_name(value, "name")
     except ValueError:
         return None
-
-
-def _poll_all(lf: LogFile) -> None:
-    """Poll ``lf`` until it has read everything there is (one poll reads at most 1 GiB)."""
-    while True:
-        before = lf.offset
-        lf.poll()
-        if lf.offset == before or lf.size - lf.offset <= lf.pending_bytes:
-            return
 
 
 class RunReader:
@@ -117,8 +108,7 @@ class RunReader:
 
     def __init__(self, run: str | os.PathLike, root: str | os.PathLike | None = None):
         self.dir = resolve_run(run, root)
-        self._files: dict[tuple[int, int], LogFile] = {}
-        self._loaded_ranks: set[int] = set()
+        self._files = RankFiles(self.dir)  # the ranks read so far, session by session
         self._meta: dict | None = None
         self._meta_retry_at = 0.0
 
@@ -153,81 +143,64 @@ class RunReader:
         """The run's config as stored in ``run.json``."""
         return self.meta.get("config") or {}
 
-    def _listing(self) -> dict[tuple[int, int], str]:
-        out = {}
-        try:
-            names = os.listdir(self.dir)
-        except OSError:
-            return out
-        for name in names:
-            rs = parse_event_file_name(name)
-            if rs is not None:
-                out[rs] = os.path.join(self.dir, name)
-        return out
-
     def ranks(self) -> list[int]:
         """Ranks that have at least one event log, ascending."""
-        return sorted({r for r, _ in self._listing()})
+        self._files.scan(replace=True)
+        return self._files.ranks()
 
     def refresh(self) -> bool:
         """Re-read ``run.json`` and read what was appended to the loaded ranks' files
         (and new session files of those ranks). Returns True if anything was new."""
         self._meta = None
         changed = False
-        listing = self._listing()
-        for key, path in listing.items():
-            if key[0] in self._loaded_ranks and key not in self._files:
-                self._files[key] = LogFile(path)
-        for _key, lf in sorted(self._files.items()):
-            before = (lf.offset, len(lf.tags))
-            lf.poll()
-            changed |= (lf.offset, len(lf.tags)) != before
+        rf = self._files
+        rf.scan(replace=True)
+        for r in rf.opened():
+            rf.open_new(r)
+        for r in rf.opened():
+            for _s, lf in rf.sessions(r):
+                before = (lf.offset, len(lf.tags))
+                lf.poll()
+                changed |= (lf.offset, len(lf.tags)) != before
         return changed
 
     def _load(self, ranks: list[int]) -> None:
         """Read the files of every rank in ``ranks`` not loaded yet, several at a time:
         reading and checksumming release the GIL, so files load in parallel."""
-        todo = [r for r in ranks if r not in self._loaded_ranks]
+        rf = self._files
+        todo = [r for r in ranks if not rf.is_open(r)]
         if len(todo) < 2:
             return
-        new = []
-        for (r, s), path in sorted(self._listing().items()):
-            if r in todo and (r, s) not in self._files:
-                lf = LogFile(path)
-                self._files[(r, s)] = lf
-                new.append(lf)
-        self._loaded_ranks.update(todo)
+        rf.scan(replace=True)
+        new = [lf for r in todo for _s, lf in rf.open_new(r)]
         workers = min(len(new), os.cpu_count() or 1, 8)
         if workers < 2:
             for lf in new:
-                _poll_all(lf)
+                read_all(lf)
             return
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(workers, thread_name_prefix="nblog-read") as pool:
-            for _ in pool.map(_poll_all, new):
+            for _ in pool.map(read_all, new):
                 pass
 
     def _rank_files(self, rank: int) -> list[tuple[int, LogFile]]:
-        if rank not in self._loaded_ranks:
-            self._loaded_ranks.add(rank)
-            for (r, s), path in sorted(self._listing().items()):
-                if r == rank and (r, s) not in self._files:
-                    lf = LogFile(path)
-                    _poll_all(lf)
-                    self._files[(r, s)] = lf
-        return sorted((s, lf) for (r, s), lf in self._files.items() if r == rank)
+        """``(session, LogFile)`` of ``rank``, read to the end the first time."""
+        rf = self._files
+        if not rf.is_open(rank):
+            rf.scan(replace=True)
+            for _s, lf in rf.open_new(rank):
+                read_all(lf)
+        return rf.sessions(rank)
 
     def files(self, rank: int = 0) -> list[LogFile]:
         """The loaded :class:`~nblog.reader._logfile.LogFile` of each session of ``rank``."""
         return [lf for _s, lf in self._rank_files(rank)]
 
-    @staticmethod
-    def _thresholds(files: list[tuple[int, LogFile]]) -> dict[int, int | None]:
+    def _thresholds(self, files: list[tuple[int, LogFile]]) -> dict[int, int | None]:
         return hide_thresholds(files)
 
-    @staticmethod
-    def _offsets(files: list[tuple[int, LogFile]]) -> dict[int, float]:
+    def _offsets(self, files: list[tuple[int, LogFile]]) -> dict[int, float]:
         return active_offsets(files)
 
     def sessions(self, rank: int = 0) -> list[dict]:
@@ -282,7 +255,7 @@ class RunReader:
     def tags(self, rank: int = 0, kind: str | None = "scalar") -> list[str]:
         """Sorted tag names of ``rank`` of one kind ("scalar", "timer", "system",
         "text", "media"), or of every kind with ``kind=None``."""
-        want = None if kind is None else _KINDS[kind]
+        want = None if kind is None else KIND_CODES[kind]
         names = set()
         for _s, lf in self._rank_files(rank):
             for k, name in lf.tags.values():
@@ -583,17 +556,8 @@ class RunReader:
     def machines(self) -> list[dict]:
         """Machines seen: one dict per (hostname, rank that sampled it), with the machine
         description the sampler recorded (cpu_count, memory_total_bytes, gpus, ...)."""
-        out: dict[tuple[str, int], dict] = {}
-        for (r, _s), path in sorted(self._listing().items()):
-            head = read_header(path)
-            if head.get("local_rank") != 0:
-                continue
-            host = head.get("host") or "?"
-            entry = out.setdefault((host, r), {"hostname": host, "rank": r})
-            for _s2, lf in self._rank_files(r):
-                if lf.machine:
-                    entry.update({k: v for k, v in lf.machine.items() if k != "hostname"})
-        return list(out.values())
+        self._files.scan(replace=True)
+        return self._files.machines(self._rank_files)
 
     def system(self, machine: str | None = None, tags: str | Iterable[str] | None = None) -> pl.DataFrame:
         """System metrics (never hidden) as a frame: hostname, rank, session, wall_time,

@@ -7,7 +7,6 @@ never in the training loop. Imports numpy and polars (through the reader).
 
 from __future__ import annotations
 
-import math
 import os
 from collections import Counter
 from collections.abc import Iterable
@@ -19,11 +18,8 @@ from ._catalog import run_summary
 from ._media_read import pack_check
 from ._reader import RunReader
 from ._select import tag_matcher
+from ._stragglers import STRAGGLER_SPREAD, straggler_rule
 from ._tail import json_number
-
-#: ``nb timers`` flags a timer when its slowest rank's mean is this many times the
-#: median of the ranks' means.
-STRAGGLER_SPREAD = 1.2
 
 
 def _point_tags(reader: RunReader, rank: int, kind: int, match=None) -> list[dict]:
@@ -32,15 +28,8 @@ def _point_tags(reader: RunReader, rank: int, kind: int, match=None) -> list[dic
     last_value (the last record at the largest step, in file order), bad (step, value)
     of the first non-finite value. Computed with numpy on the payload views, without
     building the rank's frame (an 80M-point run is summarised in seconds)."""
-    files = list(enumerate(reader.files(rank)))  # in session order
-    # The hiding rule (``man nb-format``, HIDING RULE), as the reader applies it (a test checks they agree):
-    # a session's points at steps >= the smallest first step of a later session are hidden.
-    thresholds: dict[int, int | None] = {}
-    later: int | None = None
-    for s, lf in reversed(files):
-        thresholds[s] = later
-        if lf.first_step is not None:
-            later = lf.first_step if later is None else min(later, lf.first_step)
+    files = reader._rank_files(rank)  # in session order
+    thresholds = reader._thresholds(files)  # the hiding rule (man nb-format, HIDING RULE)
     out: dict[str, dict] = {}
     for s, lf in files:
         chunks = lf.point_chunks()
@@ -360,28 +349,12 @@ def timer_report(
     timers = []
     for (tag,), g in stats.sort("tag", "rank").group_by("tag", maintain_order=True):
         rows = g.to_dicts()
-        means = sorted(r["mean_s"] for r in rows)
-        k = len(means)
-        median = means[k // 2] if k % 2 else (means[k // 2 - 1] + means[k // 2]) / 2
-        slow = max(rows, key=lambda r: (r["mean_s"], -r["rank"]))
-        fast = min(rows, key=lambda r: (r["mean_s"], r["rank"]))
-        spread = slow["mean_s"] / median if median > 0 else None
+        rule = straggler_rule({r["rank"]: r["mean_s"] for r in rows}, threshold)
+        flagged = set(rule.pop("stragglers"))
         for r in rows:
-            r["straggler"] = bool(median > 0 and r["mean_s"] >= threshold * median and k > 1)
+            r["straggler"] = r["rank"] in flagged
             per_rank.append(r)
-        timers.append(
-            {
-                "tag": tag,
-                "ranks": k,
-                "slowest_rank": slow["rank"],
-                "slowest_mean_s": slow["mean_s"],
-                "median_mean_s": median,
-                "fastest_rank": fast["rank"],
-                "fastest_mean_s": fast["mean_s"],
-                "spread": spread if spread is None or math.isfinite(spread) else None,
-                "straggler": bool(spread is not None and spread >= threshold and k > 1),
-            }
-        )
+        timers.append({"tag": tag, "ranks": len(rows), **rule})
     return {"ranks": per_rank, "timers": timers, "threshold": threshold, "world_size": reader.meta.get("world_size")}
 
 

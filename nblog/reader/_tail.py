@@ -27,22 +27,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import _log as log
-from .._errors import FormatVersionError, RunNotFoundError
+from .._errors import RunNotFoundError
 from ..format import _format as F
-from ..format._runfile import open_regular, parse_event_file_name
 from ._catalog import resolve_run
 from ._logfile import Delta, LogFile, _unwrap
+from ._rankfiles import KIND_CODES, WINDOW, RankFiles, follow, read_on
 from ._select import tag_matcher
 
-_WINDOW = 4 << 20  # bytes of a file read (and held) per LogFile poll
+_WINDOW = WINDOW  # bytes of a file read (and held) per LogFile poll
 #: ``Follower.stream(last)`` above this reads the logs twice instead of keeping ``last`` records.
 _STREAM_ABOVE = 10_000
 
 #: Every kind of event; ``nb tail`` shows all but "system" unless asked.
 KINDS = ("scalar", "timer", "text", "media", "system")
 DEFAULT_KINDS = ("scalar", "timer", "text", "media")
-_KIND_CODES = {name: code for code, name in F.KIND_NAMES.items()}
 
 
 @dataclass(frozen=True)
@@ -80,61 +78,6 @@ class Event:
 
 
 json_number = F.json_number  # one rule for non-finite numbers in JSON (nblog.format._format)
-
-
-class _WindowedLog(LogFile):
-    """A :class:`LogFile` whose :meth:`poll` reads at most one window of the file: the
-    bytes after the last whole frame, :data:`_WINDOW` of them (twice as many, again
-    and again, while one frame or a stretch of garbage does not fit). Never mapped:
-    touching a mapped file's pages counts them in the reader's memory."""
-
-    def poll(self) -> Delta:
-        """Parse the next window's whole frames (see :meth:`LogFile.poll`).
-
-        Raises:
-            FormatVersionError: the file was written by a newer format version.
-        """
-        delta = Delta()
-        want = _WINDOW
-        while True:
-            try:
-                with open_regular(self.path) as f:
-                    size = self.size = os.fstat(f.fileno()).st_size
-                    if size <= self.offset:
-                        return delta
-                    f.seek(self.offset)
-                    data = f.read(min(size - self.offset, want))
-            except FileNotFoundError:
-                return delta
-            except OSError as err:  # not a regular file (a FIFO, a device) or unreadable
-                if not self._warned:
-                    self._warned = True
-                    log.warning("nblog: cannot read %s: %s; skipped", self.path, err.strerror or err)
-                return delta
-            pos = 0
-            if self.version is None:
-                if len(data) < F.FILE_HEADER.size:
-                    self.pending_bytes = len(data)
-                    return delta
-                magic, version, _flags = F.FILE_HEADER.unpack_from(data, 0)
-                if magic != F.FILE_MAGIC:
-                    self.version = -1
-                    log.warning("nblog: %s is not an nb event log; skipped", self.path)
-                elif version > F.FORMAT_VERSION:
-                    raise FormatVersionError(self.path, version, F.FORMAT_VERSION)
-                else:
-                    self.version = version
-                    pos = F.FILE_HEADER.size
-            if self.version == -1:
-                self.skipped_bytes += size - self.offset
-                self.offset = size
-                return delta
-            stop = self._parse(data, pos, delta)
-            self.offset += stop
-            self.pending_bytes = len(data) - stop
-            if stop > 0 or self.offset + len(data) >= size or want >= F.MAX_FRAME_LENGTH:
-                return delta
-            want *= 2  # no whole frame in the window, and more of the file after it
 
 
 _PICKED_DTYPE = np.dtype([("step", "<i8"), ("value", "<f8"), ("tag", "<i8"), ("ms", "<i8")])
@@ -204,9 +147,9 @@ class _Counter:
 class _Session:
     """One session file being followed."""
 
-    def __init__(self, session: int, path: str):
+    def __init__(self, session: int, file: LogFile):
         self.session = session
-        self.file = _WindowedLog(path, keep=False)
+        self.file = file
         self.prev_ms = 0  # last unwrapped millisecond value decoded
         self.allowed = np.zeros(0, bool)  # tag id → shown
         self.allowed_n = -1  # len(file.tags) when ``allowed`` was built
@@ -244,16 +187,17 @@ class Follower:
         tags: str | Iterable[str] | None = None,
     ):
         kinds = tuple(kinds)
-        unknown = [k for k in kinds if k not in _KIND_CODES]
+        unknown = [k for k in kinds if k not in KIND_CODES]
         if unknown:
             raise ValueError(f"unknown event kinds {unknown}; known: {', '.join(KINDS)}")
         self.query = run
         self.root = root
         self.rank = rank
         self.dir: str | None = None
-        self._kinds = {_KIND_CODES[k] for k in kinds}
+        self._kinds = {KIND_CODES[k] for k in kinds}
         self._match = tag_matcher(tags)
         self._sessions: dict[int, _Session] = {}
+        self._files: RankFiles | None = None  # once the run folder is known
 
     def resolve(self) -> str | None:
         """The run folder, or None while no run matches ``run`` (it may appear later)."""
@@ -281,13 +225,9 @@ class Follower:
             sess = self._sessions[s]
             lf = sess.file
             picked = _Picked(last)
-            while True:
-                before = lf.offset
-                delta = lf.poll()
+            for delta in read_on(lf):
                 if delta:
                     self._pick(sess, delta, picked)
-                if lf.offset == before or lf.size - lf.offset <= lf.pending_bytes:
-                    break
             if picked:
                 keep.extend(self._events(sess, picked))
         return list(keep)
@@ -325,11 +265,8 @@ class Follower:
             old = self._sessions[s]
             if old.file.version == -1 or old.file._warned:  # not a log, or unreadable: said once in pass 1
                 continue
-            sess = self._sessions[s] = _Session(s, old.file.path)
-            lf = sess.file
-            while True:
-                before = lf.offset
-                delta = lf.poll()
+            sess = self._sessions[s] = _Session(s, self._files.reopen(self.rank, s))
+            for delta in read_on(sess.file):
                 if delta:
                     picked = self._window(sess, delta)
                     n = picked.count()
@@ -338,8 +275,6 @@ class Follower:
                     else:
                         yield from self._iter_events(sess, picked, skip)
                         skip = 0
-                if lf.offset == before or lf.size - lf.offset <= lf.pending_bytes:
-                    break
 
     def _window(self, sess: _Session, delta: Delta) -> _Picked:
         picked = _Picked(None)
@@ -348,14 +283,9 @@ class Follower:
 
     def _read_session(self, sess: _Session, counter: _Counter) -> None:
         """Poll ``sess``'s file window by window to its end, counting what is shown."""
-        lf = sess.file
-        while True:
-            before = lf.offset
-            delta = lf.poll()
+        for delta in read_on(sess.file):
             if delta:
                 self._pick(sess, delta, counter)
-            if lf.offset == before or lf.size - lf.offset <= lf.pending_bytes:
-                break
 
     def sessions(self) -> list[int]:
         """Session numbers of this rank's event logs found so far (after a poll)."""
@@ -378,30 +308,16 @@ class Follower:
         """Yield each non-empty batch of new events, polling every ``interval`` seconds,
         until ``timeout`` seconds have passed (None: forever). ``sleep`` and ``clock``
         are injectable for tests."""
-        deadline = None if timeout is None else clock() + timeout
-        while True:
-            events = self.poll()
-            if events:
-                yield events
-            if deadline is not None:
-                left = deadline - clock()
-                if left <= 0:
-                    return
-                sleep(min(interval, left))
-            else:
-                sleep(interval)
+        return follow(self.poll, interval, timeout=timeout, sleep=sleep, clock=clock)
 
     # -- internals -----------------------------------------------------------------
 
     def _discover(self) -> None:
-        try:
-            names = os.listdir(self.dir)
-        except OSError:
-            return
-        for name in names:
-            rs = parse_event_file_name(name)
-            if rs is not None and rs[0] == self.rank and rs[1] not in self._sessions:
-                self._sessions[rs[1]] = _Session(rs[1], os.path.join(self.dir, name))
+        if self._files is None:
+            self._files = RankFiles(self.dir, keep=False, window=_WINDOW)
+        self._files.scan()
+        for s, lf in self._files.open_new(self.rank):
+            self._sessions[s] = _Session(s, lf)
 
     def _allowed(self, sess: _Session) -> np.ndarray:
         tags = sess.file.tags

@@ -372,10 +372,10 @@ class RunScreen(Screen):
         cursor = table.cursor_row
         table.clear()
         for row in data.rows:
-            style = "bold #ff8787" if row["slowest"] else ""
+            style = "bold #ff8787" if row["straggler"] else ""
             table.add_row(
                 lit(row["tag"], style),
-                Text(str(row["rank"]) + (" ◀" if row["slowest"] else "  "), style=style, justify="right"),
+                Text(str(row["rank"]) + (" ◀" if row["straggler"] else "  "), style=style, justify="right"),
                 Text(str(row["count"]), justify="right"),
                 *(Text(fmt_seconds(row[k]), style=style, justify="right")
                   for k in ("mean_s", "p50_s", "p95_s", "max_s", "total_s")),
