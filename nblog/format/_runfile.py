@@ -40,6 +40,23 @@ def parse_event_file_name(name: str) -> tuple[int, int] | None:
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
+_FAILURE_FILE = re.compile(r"^failure\.r(\d{1,9})\.s(\d{1,9})\.json$")
+
+
+def failure_file_name(rank: int, session: int) -> str:
+    """``failure.r<rank>.s<session>.json``: the failure mark of a rank's session (a
+    JSON object: rank, session, host, pid, type, message, step, wall, thread), written
+    with its first uncaught exception so that listings find every rank's failures
+    without reading event logs (see nblog/reader/_failures.py, man nb-format)."""
+    return f"failure.r{int(rank)}.s{int(session)}.json"
+
+
+def parse_failure_file_name(name: str) -> tuple[int, int] | None:
+    """``(rank, session)`` of a failure mark's name, or None for any other file."""
+    m = _FAILURE_FILE.match(name)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
 def next_session(run_dir: str, rank: int, at_least: int = 0) -> int:
     """The first session number of ``rank`` after every event log already in ``run_dir``.
 

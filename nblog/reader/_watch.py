@@ -19,6 +19,10 @@ gpu_idle       ``system/gpu{i}/utilization_percent`` below ``gpu_idle_percent`` 
                ``gpu_samples`` samples in a row while the run is running
 gpu_throttled  a ``system/gpu{i}/throttle_*`` flag set for ``gpu_samples`` samples in a row
 failure        an uncaught exception recorded by any rank
+unended        a rank's session that ended without an END record (``kill -9``, the OOM
+               killer, a lost node) while the run is over or other ranks closed theirs:
+               its process is gone (checked on this machine; elsewhere: no frame for
+               :data:`~nblog.reader._catalog.STALE_AFTER_S` seconds)
 alert          an alert the training code raised with ``run.alert``
 =============  =============================================================================
 
@@ -40,6 +44,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 
 from ..format._runfile import parse_event_file_name, read_run_json
+from ._failures import unended_line
 from ._tail import KINDS, Event, Follower, json_number
 
 #: The keys every alert has, in this order (rule-specific values follow).
@@ -335,6 +340,8 @@ class Watcher:
         self._straggler_next = -math.inf  # unix time before which the straggler rule waits
         self.status: str | None = None
         self.alerts: list[dict] = []  # every alert reported so far
+        self._unended: set[tuple[int, int]] = set()  # (rank, session) reported as ended without END
+        self._here: str | None = None  # this machine's host name, as ranks record it
 
     @property
     def name(self) -> str:
@@ -397,6 +404,7 @@ class Watcher:
             open_ranks = {r for r, f in self._followers.items() if not self._ended(f)}
             found += stall_alerts(self._progress, open_ranks, self._hosts, self.clock(), run, o.stall_k,
                                   o.stall_floor_s)
+        found += self._unended_alerts(run, running)
         new = []
         for alert in found:
             key = (alert["rule"], alert["tag"], alert["rank"], alert.get("session"))
@@ -407,9 +415,10 @@ class Watcher:
         return new
 
     def done(self) -> bool:
-        """True once the run is finished or failed and every rank's last session ended."""
-        return (self.status in ("finished", "failed") and bool(self._followers)
-                and all(self._ended(f) for f in self._followers.values()))
+        """True once every rank's last session ended, or ended without an END record
+        (reported as unended), and the run is finished or failed, or a rank died."""
+        over = bool(self._followers) and all(self._ended(f) or self._died(r, f) for r, f in self._followers.items())
+        return over and (self.status in ("finished", "failed") or bool(self._unended))
 
     def follow(self, interval: float = 5.0, *, timeout: float | None = None,
                monotonic: Callable[[], float] = time.monotonic) -> Iterator[list[dict]]:
@@ -444,7 +453,75 @@ class Watcher:
             if isinstance(host, str):
                 self._hosts[rank] = host
                 return host
+        if rank not in self._hosts:  # logs not read yet (the first poll reads them as it streams)
+            from ..format._runfile import parse_event_file_name
+            from ._logfile import read_header
+
+            self._hosts[rank] = None
+            try:
+                names = os.listdir(self.dir)
+            except OSError:
+                names = []
+            mine = sorted(((rs[1], n) for n in names if (rs := parse_event_file_name(n)) and rs[0] == rank),
+                          reverse=True)
+            for _s, name in mine:  # the latest session first
+                host = read_header(os.path.join(self.dir, name)).get("host")
+                if isinstance(host, str):
+                    self._hosts[rank] = host
+                    break
         return self._hosts.get(rank)
+
+    def _died(self, rank: int, follower: Follower) -> bool:
+        logs = _logs(follower)
+        return bool(logs) and (rank, logs[-1][0]) in self._unended
+
+    def _unended_alerts(self, run: str, running: bool) -> list[dict]:
+        """Each rank whose last session has no END record although the run is over
+        (finished, failed) or another rank closed the same session, and whose process
+        is gone: the rule ``unended``."""
+        closed = {s for f in self._followers.values() for s, log in _logs(f) if log.end is not None}
+        out = []
+        for rank, follower in sorted(self._followers.items()):
+            logs = _logs(follower)
+            if not logs:
+                continue
+            session, log = logs[-1]
+            if log.end is not None or (rank, session) in self._unended or (running and session not in closed):
+                continue
+            start = log.header.get("wall_start")
+            last = (start + log.max_ms / 1000.0 if isinstance(start, (int, float)) and not isinstance(start, bool)
+                    else None)
+            if not self._gone(log.header, last):
+                continue
+            self._unended.add((rank, session))
+            prog = self._progress.get(rank)
+            step = prog.step if prog is not None and prog.session == session else None
+            host = self._hosts.get(rank)
+            out.append(make_alert("unended", "error", run, rank, host, None, step, last,
+                                  unended_line({"rank": rank, "host": host, "session": session, "last_step": step}),
+                                  session=session))
+        return out
+
+    def _gone(self, header: dict, last: float | None) -> bool:
+        """Whether the process that wrote a session (its log's ``header``; ``last``: the
+        unix time of its last frame) is gone: not alive on this machine, or, run on
+        another machine, silent for STALE_AFTER_S seconds (heartbeats come every 60 s)."""
+        from ._catalog import STALE_AFTER_S
+
+        if self._here is None:
+            from ..write._launch import hostname
+
+            self._here = hostname(os.environ)
+        pid = header.get("pid")
+        if header.get("host") == self._here and isinstance(pid, int) and not isinstance(pid, bool) and pid > 0:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return True
+            except OSError:  # alive, someone else's
+                return False
+            return False
+        return last is not None and self.clock() - last >= STALE_AFTER_S
 
     @staticmethod
     def _ended(follower: Follower) -> bool:
