@@ -89,6 +89,7 @@ NB = [sys.executable, "-c", "from nbcli.app import main; main()"]
 @dataclass
 class Child:
     wall_s: float
+    cpu_s: float  # user + system, the process and its threads (wall stretches on a busy machine)
     rss_mib: float
     out: str
     rc: int
@@ -116,7 +117,7 @@ def run_child(cmd: list[str], env: dict[str, str] | None = None, timeout: float 
         text = out.read().decode(errors="replace")
         if p.returncode != 0:
             sys.stderr.write(f"[{' '.join(cmd[-3:])}] exit {p.returncode}: {err.read().decode(errors='replace')[-2000:]}\n")
-        return Child(wall, usage.ru_maxrss / 1024, text, p.returncode)
+        return Child(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, text, p.returncode)
 
 
 def median_child(cmd: list[str], repeat: int, env: dict[str, str] | None = None, timeout: float = 900.0) -> Child:
@@ -337,7 +338,7 @@ def part_ranks(a, rows: list[Row], heatmap: bool, timers: bool) -> None:
         if timers:
             c = median_child(NB + ["timers", run_dir], a.repeat, timeout=a.timeout)
             rows.append(Row(f"`nb timers`, {label}", c.wall_s if c.rc == 0 else None, "s",
-                            RANK_TARGETS.get((world, steps)), f"peak {c.rss_mib:,.0f} MiB" if c.rc == 0 else f"exit {c.rc}"))
+                            RANK_TARGETS.get((world, steps)), f"CPU {c.cpu_s:.2f} s, peak {c.rss_mib:,.0f} MiB" if c.rc == 0 else f"exit {c.rc}"))
             c = median_child([sys.executable, "-c", _READ_TIMERS, run_dir], a.repeat, timeout=a.timeout)
             rows.append(Row(f"`RunReader.timers(all_ranks=True)`, {label}", last_float(c.out) if c.rc == 0 else None,
                             "s", None, f"peak {c.rss_mib:,.0f} MiB" if c.rc == 0 else f"exit {c.rc}"))
@@ -499,7 +500,11 @@ def part_runs(a, rows: list[Row]) -> None:
         (f"`nb resume-id --latest`, {label}", ["resume-id", "sweep", "--latest"]),
     ):
         c = median_child(NB + args + ["--root", root], a.repeat, env)
-        rows.append(Row(fig, c.wall_s if c.rc == 0 else None, "s", 1.0, f"exit {c.rc}" if c.rc else ""))
+        rows.append(Row(fig, c.wall_s if c.rc == 0 else None, "s", 1.0, f"exit {c.rc}" if c.rc else f"CPU {c.cpu_s:.2f} s"))
+        if args == ["ls"]:  # the same without the listing cache (a first listing, or NB_CACHE_DIR=)
+            c = median_child(NB + args + ["--root", root], a.repeat, dict(env, NB_CACHE_DIR=""))
+            rows.append(Row(fig + ", no cache", c.wall_s if c.rc == 0 else None, "s", 1.0,
+                            f"exit {c.rc}" if c.rc else f"CPU {c.cpu_s:.2f} s"))
 
 
 # -- long runs -----------------------------------------------------------------------
