@@ -126,6 +126,7 @@ class RankFiles:
         self.keep = keep
         self.window = window
         self.listing: dict[tuple[int, int], str] = {}
+        self._by_rank: dict[int, dict[int, str]] = {}  # the listing by rank (open_new of 8,192 ranks)
         self.gone = False  # the folder could not be listed at the last scan, and is not a folder
         self._files: dict[int, dict[int, LogFile]] = {}
         self._headers: dict[tuple[int, int], dict] = {}
@@ -137,6 +138,7 @@ class RankFiles:
         file is new."""
         if replace:
             self.listing = {}
+            self._by_rank = {}
         try:
             names = os.listdir(self.dir)
         except OSError:
@@ -147,7 +149,7 @@ class RankFiles:
         for name in names:
             rs = parse_event_file_name(name)
             if rs is not None and rs not in self.listing:
-                self.listing[rs] = os.path.join(self.dir, name)
+                self.listing[rs] = self._by_rank.setdefault(rs[0], {})[rs[1]] = os.path.join(self.dir, name)
                 new = True
         return new
 
@@ -172,8 +174,8 @@ class RankFiles:
         opened from now on); returns them, in session order, unread."""
         files = self._files.setdefault(rank, {})
         new = []
-        for (r, s), path in sorted(self.listing.items()):
-            if r == rank and s not in files:
+        for s, path in sorted((self._by_rank.get(rank) or {}).items()):
+            if s not in files:
                 lf = files[s] = self._new_file(path)
                 new.append((s, lf))
         return new

@@ -180,8 +180,10 @@ class RunReader:
             return
         from concurrent.futures import ThreadPoolExecutor
 
+        # a few batches per thread, not a task per file: 8,192 small files were 8,192 tasks
+        batches = [new[i :: workers * 4] for i in range(workers * 4)]
         with ThreadPoolExecutor(workers, thread_name_prefix="nblog-read") as pool:
-            for _ in pool.map(read_all, new):
+            for _ in pool.map(lambda batch: [read_all(lf) for lf in batch], batches):
                 pass
 
     def _rank_files(self, rank: int) -> list[tuple[int, LogFile]]:
@@ -384,8 +386,17 @@ class RunReader:
         else:
             from concurrent.futures import ThreadPoolExecutor
 
+            # units batched to >= 64k records each (a task per small file cost more than its copy)
+            batches: list[list] = [[]]
+            held = 0
+            for unit in units:
+                batches[-1].append(unit)
+                held += sum(p[-1] for p in unit[-1])
+                if held >= 1 << 16:
+                    batches.append([])
+                    held = 0
             with ThreadPoolExecutor(workers, thread_name_prefix="nblog-read") as pool:
-                for _ in pool.map(fill, units):
+                for _ in pool.map(lambda batch: [fill(u) for u in batch], batches):
                     pass
         plan.clear()
         tag = pl.Series("tag", names, dtype=pl.String).gather(pl.Series(codes))
