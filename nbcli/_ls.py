@@ -80,7 +80,7 @@ def run_ls(
             error), unless ``argv`` is given.
         TyperReports: the same, when ``argv`` is given.
     """
-    from nblog.reader._catalog import default_root, list_runs, list_runs_meta
+    from nblog.reader import default_root, list_runs, list_runs_meta
 
     root = root or default_root()
     where = os.path.abspath(root)
@@ -103,7 +103,7 @@ def run_ls(
         wanted = set(statuses)
         rows = [r for r in rows if r["status"] in wanted]
     if query:
-        from nblog.reader._runs_query import QueryError
+        from nblog.reader import QueryError
 
         kept = {id(r) for r in rows}
         read = _RERUN.pop("summaries", {})
@@ -152,7 +152,9 @@ def _query_ls(pairs: list, where: str, as_json: bool, where_expr: str | None, co
     """``nb ls`` with --where/--columns/--sort/--group: select with Polars, then print
     the selected columns (``id`` first), or one row per group. ``read``: tag summaries
     already read, by run folder (filled as more are read)."""
-    from nblog.reader._runs_query import RunsTable, groups, parse_where, select
+    from nblog.reader import RunsTable, parse_where
+    from nblog.reader import group_runs as groups
+    from nblog.reader import select_runs as select
 
     table = RunsTable(pairs, read)
     rows = select(table, where_expr, None if group is not None else sort, desc and group is None, columns)

@@ -23,6 +23,8 @@ import time
 from collections import namedtuple
 from collections.abc import Iterable, Sequence
 
+from nblog.format import json_number  # loaded with nblog already: costs nothing here
+
 # typing and dataclasses are not imported: they would add a good part of the start-up
 # time of `nb ls`, which this module is on the path of
 TYPE_CHECKING = False
@@ -370,7 +372,7 @@ def _json_scalar(v: Any) -> str | None:
     if isinstance(v, float):
         if math.isfinite(v):
             return float.__repr__(v)
-        return '"nan"' if math.isnan(v) else ('"inf"' if v > 0 else '"-inf"')
+        return f'"{json_number(v)}"'  # the one rule for non-finite numbers in JSON
     return None
 
 
@@ -401,7 +403,7 @@ def _records_json(rows: list, indent: int) -> str | None:
 
 def _finite(obj: Any) -> Any:
     if isinstance(obj, float) and not math.isfinite(obj):
-        return "nan" if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
+        return json_number(obj)
     if isinstance(obj, dict):
         return {k: _finite(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):

@@ -7,14 +7,11 @@ import os
 
 
 def ranks_with_logs(run_dir: str) -> list[int]:
-    """The ranks that have at least one event log in ``run_dir``, in order."""
-    from nblog.format._runfile import parse_event_file_name
+    """The ranks that have at least one event log in ``run_dir``, in order
+    (:func:`nblog.reader.ranks_with_logs`)."""
+    from nblog.reader import ranks_with_logs as ranks
 
-    try:
-        names = os.listdir(run_dir)
-    except OSError:
-        return []
-    return sorted({rs[0] for rs in map(parse_event_file_name, names) if rs is not None})
+    return ranks(run_dir)
 
 
 def rank_ranges(ranks: list[int]) -> str:

@@ -74,7 +74,7 @@ def diff(
     """
     if len(runs) < 2:
         raise typer.BadParameter("give at least two runs", param_hint="RUN")
-    from nblog.reader._diff import diff_runs
+    from nblog.reader import diff_runs
 
     info = diff_runs(runs, root)
     if as_json:

@@ -89,7 +89,7 @@ def export(
     own step and wall time, hidden points left out); --rank, --tag, --kind and
     --include-hidden do not apply to it. Needs the tensorboard package.
     """
-    from nblog.reader._export import format_for
+    from nblog.reader import format_for
 
     if all_ranks and rank is not None:
         raise typer.BadParameter("--all-ranks and --rank exclude each other", param_hint="--rank")
@@ -101,8 +101,7 @@ def export(
     if fmt is Format.tfevents:
         _export_tfevents(run, output, rank, tags, kind, include_hidden, root)
         return
-    from nblog.reader._export import read_frame, write_frame
-    from nblog.reader._reader import RunReader
+    from nblog.reader import RunReader, read_frame, write_frame
 
     if fmt is not None:
         chosen = fmt.value
@@ -161,8 +160,7 @@ def _export_tfevents(run, output, rank, tags, kind, include_hidden, root) -> Non
 
 
 def _export_root(output, fmt, tags, kind, include_hidden, project, root, all_ranks, rank) -> None:
-    from nblog.reader._catalog import default_root
-    from nblog.reader._export import export_root
+    from nblog.reader import default_root, export_root
 
     if output is None or output == "-":
         raise typer.BadParameter("without RUN, -o DIR names the folder of the Parquet dataset", param_hint="--output")

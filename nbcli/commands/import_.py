@@ -44,8 +44,8 @@ def tensorboard(
     imported or is up to date, 1 when LOGDIR holds no event files or a folder was
     imported before (without --update), 2 for a usage error.
     """
-    from nblog.format._names import check_name
-    from nblog.reader._catalog import default_root
+    from nblog.format import check_name
+    from nblog.reader import default_root
 
     try:
         check_name(project, "--project")
@@ -60,7 +60,7 @@ def tensorboard(
     except ImportError:
         error("reading event files needs the tensorboard package", 'pip install "nblog[tensorboard]"')
         raise typer.Exit(1) from None
-    from nblog.reader._tb_import import AlreadyImported, event_folders, import_folder, run_name_for
+    from nblog.reader import AlreadyImported, event_folders, import_folder, run_name_for
 
     folders = event_folders(logdir)
     if not folders:

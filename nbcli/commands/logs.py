@@ -103,8 +103,7 @@ def logs(
     With --json, one JSON object per line with keys rank, session, wall_time, step,
     stream, text.
     """
-    from nblog.reader._catalog import default_root, resolve_run
-    from nblog.reader._console_read import ConsoleLogs
+    from nblog.reader import ConsoleLogs, default_root, resolve_run
 
     if rank is not None and all_ranks:
         raise typer.BadParameter("--all-ranks and --rank exclude each other", param_hint="--rank")

@@ -97,7 +97,7 @@ def ls(
         if key is not None and not key.strip():
             raise typer.BadParameter("no key given", param_hint=opt)
     if where is not None or keys or sort is not None or group is not None:
-        from nblog.reader._runs_query import QueryError
+        from nblog.reader import QueryError
 
         try:
             code = run_ls(project, name, [s.value for s in status or ()], root, as_json, where, keys, sort, desc,

@@ -78,9 +78,7 @@ def media(
     paths written go to stdout (with --json: one object per file); a blob that fails
     its checksum is reported, skipped, and makes the exit code 1.
     """
-    from nblog.reader._media_read import MEDIA_SCHEMA
-    from nblog.reader._reader import RunReader
-    from nblog.reader._tail import tag_matcher
+    from nblog.reader import MEDIA_SCHEMA, RunReader, tag_matcher
 
     reader = RunReader(run, root)
     no_log = missing_rank(reader.dir, rank)
@@ -134,8 +132,7 @@ def _write(reader, df, output: str, as_json: bool) -> None:
     import polars as pl
 
     from nblog import NbError
-    from nblog.media._media_encode import decode_histogram
-    from nblog.reader._export import refuse_linked_folders, write_output
+    from nblog.reader import decode_histogram, refuse_linked_folders, write_output
 
     width = max(6, len(str(df["step"].max())))
     used: set[str] = set()

@@ -12,7 +12,7 @@ from .._options import Root
 
 
 def _name(value: str | None, what: str) -> str | None:
-    from nblog.format._names import check_name
+    from nblog.format import check_name
 
     if value is None:
         return None
@@ -48,14 +48,14 @@ def resume_id(
     nb.init derives for PROJECT, NAME and that job. With --latest, the newest run of
     PROJECT and NAME under the root (exit 1 if there is none). Otherwise a fresh random id.
     """
-    from nblog.write._runid import derive_run_id, random_run_id, shared_job_id
+    from nblog.write import derive_run_id, random_run_id, shared_job_id
 
     project = _name(project, "PROJECT")
     name = _name(name, "--name")
     if latest and job_id is not None:
         raise typer.BadParameter("--latest and --job-id exclude each other", param_hint="--latest")
     if latest:
-        from nblog.reader._catalog import default_root, list_runs
+        from nblog.reader import default_root, list_runs
 
         root = root or default_root()
         rows = [r for r in list_runs(root, project) if name is None or r["name"] == name]

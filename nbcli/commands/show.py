@@ -49,8 +49,7 @@ def show(run: RunArg, tags: Tags = None, root: Root = None, as_json: Json = Fals
     sessions (with hidden points), the event log of each writing rank, machines, tags
     with their last value and first non-finite value, and dropped-point counters.
     --tag selects the tags listed (the other sections stay whole)."""
-    from nblog.reader._reader import RunReader
-    from nblog.reader._summary import overview
+    from nblog.reader import RunReader, overview
 
     reader = RunReader(run, root)
     info = overview(reader, tags or None)
@@ -183,7 +182,7 @@ _MAX_ALERTS = 20  # the latest alerts listed; the rest counted
 def _what_went_wrong(out: Output, info: dict) -> None:
     """The first failure (with the end of its traceback), sessions that ended without an
     END record, the latest alerts, and what code ran (provenance)."""
-    from nblog.reader._summary import TRACEBACK_LINES, provenance_lines
+    from nblog.reader import TRACEBACK_LINES, provenance_lines
 
     first = info.get("first_failure")
     unended = info.get("unended") or []

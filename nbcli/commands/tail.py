@@ -75,12 +75,12 @@ def tail(
     "-inf". Only bytes appended since the last poll are read. A rank with no events
     (yet, or none matching --tag) prints a note on stderr and exits 0.
     """
-    from nblog.reader._tail import DEFAULT_KINDS, Follower
+    from nblog.reader import DEFAULT_KINDS, Follower
 
     kinds = DEFAULT_KINDS + (("system",) if system else ())
     follower = Follower(run, root, rank=rank, kinds=kinds, tags=tags or None)
     if follower.resolve() is None:
-        from nblog.reader._catalog import default_root, resolve_run
+        from nblog.reader import default_root, resolve_run
 
         if not follow:
             resolve_run(run, root)  # raises RunNotFoundError, saying where it looked

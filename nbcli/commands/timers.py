@@ -31,8 +31,7 @@ def timers(
     Ranks log their own timings with run.timer(..., all_ranks=True) or
     nb.init(timing_all_ranks=True); aggregation happens here, at read time.
     """
-    from nblog.reader._reader import RunReader
-    from nblog.reader._summary import timer_report
+    from nblog.reader import RunReader, timer_report
 
     report = timer_report(RunReader(run, root), tags or None, last_steps=last_steps, threshold=threshold)
     if as_json:

@@ -51,7 +51,7 @@ def tui(
     RUN opens that run; PROJECT opens the runs screen with that project's runs; nothing
     opens every run under the root. Press ? inside for the keys, q to quit.
     """
-    from nblog.reader._catalog import default_root, resolve_run
+    from nblog.reader import default_root, resolve_run
 
     root = root or default_root()
     if target is None and not os.path.isdir(root):  # as nb ls: nothing to show, ever, until it is made

@@ -86,8 +86,7 @@ def watch(
     tag, step, wall_time, message and values of the rule. Exit status: 0 ok, 1 an alert
     held with --once or a runtime error, 2 a usage error.
     """
-    from nblog.reader._catalog import default_root, resolve_run
-    from nblog.reader._watch import Watcher, WatchOptions
+    from nblog.reader import Watcher, WatchOptions, default_root, resolve_run
 
     argv = None
     if exec_cmd is not None:

@@ -160,7 +160,7 @@ def heat_map(tag: str, frame: pl.DataFrame, report: dict | None, columns: int = 
 
 def timer_maps(reader, columns: int = HEAT_COLUMNS) -> list[dict]:
     """Every timer of the run as a heat map, stragglers by ``nb timers``' rule."""
-    from nblog.reader._summary import timer_report
+    from nblog.reader import timer_report
 
     rep = timer_report(reader)
     maps = []

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nblog.reader._live import Series
+from nblog.reader import Series
 
 from .widgets.plot import PALETTE, Line, PlotSpec
 

@@ -221,12 +221,10 @@ class MediaSource:
                              [_meta(r) for r in recs], keys=[r.key for r in recs])
 
     def _one_by_one(self, recs: list[MediaRecord]) -> HistogramData:
-        from nblog.media._media_encode import decode_histogram
-
         kept, edges, counts = [], [], []
         for r in recs:
             try:
-                e, c = decode_histogram(self.reader.media_bytes(r.row()))
+                e, c = self.reader.histogram(r.row())
             except Exception:  # noqa: BLE001 - counted and said, never raised
                 continue
             kept.append(r)

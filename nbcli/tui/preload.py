@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 
-from nblog.reader._live import LiveRun
+from nblog.reader import LiveRun
 
 
 def first_scalar(lives: list[LiveRun], rank: int = 0) -> str | None:

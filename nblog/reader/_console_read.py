@@ -29,6 +29,7 @@ from .. import _log as log
 from .._errors import RunNotFoundError
 from ..format._runfile import open_regular
 from ._catalog import resolve_run
+from ._rankfiles import follow
 
 _NAME = re.compile(r"^console\.r(\d+)\.s(\d+)\.log$")
 _BLOCK = 1 << 16  # bytes read at a time
@@ -283,18 +284,7 @@ class ConsoleLogs:
                clock: Callable[[], float] = time.monotonic) -> Iterator[list[ConsoleLine]]:
         """Yield each non-empty batch of new lines, polling every ``interval`` seconds,
         until ``timeout`` seconds have passed (None: forever)."""
-        deadline = None if timeout is None else clock() + timeout
-        while True:
-            lines = self.poll()
-            if lines:
-                yield lines
-            if deadline is not None:
-                left = deadline - clock()
-                if left <= 0:
-                    return
-                sleep(min(interval, left))
-            else:
-                sleep(interval)
+        yield from follow(self.poll, interval, timeout=timeout, sleep=sleep, clock=clock)
 
     def _discover(self) -> None:
         if self.resolve() is None:

@@ -21,12 +21,11 @@ rarely log equal floats), a tag missing from some runs does.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 
-from ..format._runfile import parse_event_file_name
 from ._catalog import run_summary
 from ._logfile import read_header
+from ._rankfiles import event_files
 from ._reader import RunReader
 from ._runs_query import flat_config
 from ._tag_summary import tag_summaries
@@ -94,15 +93,10 @@ def _log_hosts(run_dir: str) -> set[str]:
     """The hosts named in the headers of the run's event logs (every writing rank and
     session), read without loading the logs."""
     hosts = set()
-    try:
-        names = os.listdir(run_dir)
-    except OSError:
-        return hosts
-    for name in names:
-        if parse_event_file_name(name) is not None:
-            host = read_header(os.path.join(run_dir, name)).get("host")
-            if isinstance(host, str) and host:
-                hosts.add(host)
+    for path in event_files(run_dir).values():
+        host = read_header(path).get("host")
+        if isinstance(host, str) and host:
+            hosts.add(host)
     return hosts
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 import re
 import secrets
@@ -21,6 +22,7 @@ from urllib.parse import quote
 
 import polars as pl
 
+from ..format._format import json_number
 from ._catalog import list_runs
 from ._reader import RunReader
 from ._select import tag_matcher
@@ -237,9 +239,9 @@ def _ndjson(df: pl.DataFrame) -> bytes:
         col = pl.col(c)
         text = (
             pl.when(col.is_null()).then(pl.lit("null"))
-            .when(col.is_nan()).then(pl.lit('"nan"'))
-            .when(col == float("inf")).then(pl.lit('"inf"'))
-            .when(col == float("-inf")).then(pl.lit('"-inf"'))
+            .when(col.is_nan()).then(pl.lit(f'"{json_number(math.nan)}"'))  # the format's one rule
+            .when(col == math.inf).then(pl.lit(f'"{json_number(math.inf)}"'))
+            .when(col == -math.inf).then(pl.lit(f'"{json_number(-math.inf)}"'))
             .otherwise(col.cast(pl.String))
         )
         parts.append(pl.lit(json.dumps(c) + ":") + text)

@@ -548,6 +548,20 @@ class RunReader:
 
         return image(self, record)
 
+    def histogram(self, record) -> tuple[np.ndarray, np.ndarray]:
+        """The bins of one record of kind "histogram" (a row of :meth:`media` as a dict,
+        or a one-row frame): ``(edges, counts)``, float64 edges [bins+1] and int64
+        counts [bins], the last bin including its right edge (``numpy.histogram``).
+
+        Raises:
+            BlobError: the blob is missing or fails its checksum.
+            ValueError: the blob is not a histogram.
+            OSError: the media pack cannot be read.
+        """
+        from ..media._media_encode import decode_histogram
+
+        return decode_histogram(self.media_bytes(record))
+
     def histograms(
         self, tag: str | Iterable[str] | None = None, *, rank: int = 0, include_hidden: bool = False
     ) -> pl.DataFrame:

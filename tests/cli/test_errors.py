@@ -66,12 +66,12 @@ def test_debug_shows_the_traceback(cli, runs):
 
 
 def test_internal_errors_are_reported_without_traceback(cli, runs, monkeypatch):
-    import nblog.reader._summary
+    import nblog.reader
 
     def boom(reader, *args, **kwargs):
         raise ZeroDivisionError("bug")
 
-    monkeypatch.setattr(nblog.reader._summary, "overview", boom)
+    monkeypatch.setattr(nblog.reader, "overview", boom)  # the public name nb show calls
     result = cli("show", "ddp-00000001", "--root", str(runs))
     assert result.exit_code == 1
     assert "error: internal error: ZeroDivisionError: bug" in result.stderr

@@ -78,7 +78,7 @@ class RunsScreen(Screen):
 
     @work(thread=True, exclusive=True, group="runs")
     def _read(self) -> None:
-        from nblog.reader._catalog import list_runs
+        from nblog.reader import list_runs
 
         try:
             rows = list_runs(self.root, self.project)
