@@ -23,9 +23,11 @@ from .groups import config_value, groups_spec
 from .messages import RunStatus
 from .plotdata import AXIS_NAMES, Smoother, band_spec, scalar_spec, system_spec
 from .preload import preload
+from .widgets.heatmap import HeatData, heat_data
 from .widgets.plot import PALETTE, PlotSpec
 
 MAX_PLOTS = 6
+HEAT_MIN_RANKS = 8  # the timers view shows a rank heat map instead of the band above this
 KEEP_SERIES = 128
 TEXT_LIMIT = 500
 # What the text view shows of one text, and of all the texts shown: wrapping and drawing
@@ -59,6 +61,7 @@ class TimersData:
     tags: list[str]
     band: object  # PlotSpec
     timer: str | None
+    heat: HeatData | None = None  # the rank heat map, for more than HEAT_MIN_RANKS ranks
 
 
 @dataclass
@@ -335,7 +338,12 @@ class RunModel:
             from .widgets.plot import PlotSpec
 
             spec = PlotSpec(message="no timers logged (run.timer(...); all_ranks=True for every rank)")
-        return TimersData(rows, tags, spec, timer)
+        heat = None
+        if timer is not None and len(per_tag[timer]) > HEAT_MIN_RANKS:
+            ss = per_tag[timer]
+            heat = heat_data(timer, {r: (s.step, s.value) for r, s in ss.items()},
+                             {r: (live.sessions(r) or [{}])[-1].get("host") or "?" for r in ss})
+        return TimersData(rows, tags, spec, timer, heat)
 
     def _system(self, req: Request, _default: str | None) -> SystemData:
         live = self.primary

@@ -28,6 +28,7 @@ from ..navigation import navigator
 from ..plotdata import AXES, AXIS_NAMES, SMOOTHING
 from ..text import fmt_seconds, fmt_time, lit, lit_block
 from ..widgets.gpugrid import GpuGrid
+from ..widgets.heatmap import RankHeatMap
 from ..widgets.medialist import MediaList
 from ..widgets.mediapane import MediaPane
 from ..widgets.plot import BraillePlot, PlotSpec
@@ -169,6 +170,9 @@ class RunScreen(Screen):
                 yield Static(id="timer-msg", classes="note")
                 yield DataTable(id="timer-table", cursor_type="row", zebra_stripes=True)
                 yield BraillePlot(PlotSpec(message="loading…"), id="band")
+                heat = RankHeatMap(id="heatmap")
+                heat.display = False  # in place of the band when many ranks time themselves
+                yield heat
             with TabPane("System", id="system"):
                 yield Static(id="sys-header", classes="note")
                 yield GpuGrid(id="gpus")
@@ -389,6 +393,11 @@ class RunScreen(Screen):
         msg = self.query_one("#timer-msg", Static)
         msg.display = not data.rows
         table.display = self.query_one("#band").display = bool(data.rows)
+        heat = self.query_one(RankHeatMap)
+        heat.display = data.heat is not None
+        if data.heat is not None:
+            self.query_one("#band").display = False
+            heat.show(data.heat)
         if not data.rows:
             ranks = self.status.ranks
             what = f"rank {ranks[0]} logged no timers" if len(ranks) == 1 else (
