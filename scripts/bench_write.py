@@ -4,9 +4,12 @@ Prints one table. Every figure is measured in this run (the machine drifts, so o
 ratios within one run mean much). Usage::
 
     python scripts/bench_write.py [--points 1000000] [--repeat 5] [--no-tensorboard]
+    python scripts/bench_write.py --against ../other-checkout [--rounds 5]  # before/after
 
 Figures: µs per add_scalar call on rank 0 (one tag; a dict of 10 tags), ns per call on
-a non-logging rank, µs per timer enter+exit, the worst single call in a long loop,
+a non-logging rank (beside an unpickled, inert run, a hand-written no-op object and an
+``if rank == 0`` guard, measured in turns; and with a dict of 10 built at the call),
+µs per timer enter+exit, the worst single call in a long loop,
 ``import nblog`` time, bytes on disk per point, and the time to read the points back
 into a Polars frame.
 """
@@ -14,7 +17,9 @@ into a Polars frame.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import pickle
 import shutil
 import statistics
 import subprocess
@@ -22,7 +27,9 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+# --tree DIR: measure the nblog of another checkout (--against runs this script so)
+_TREE = sys.argv[sys.argv.index("--tree") + 1] if "--tree" in sys.argv[:-1] else None
+sys.path.insert(0, _TREE or os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import nblog as nb  # noqa: E402
 
@@ -123,9 +130,61 @@ def bench_nblog(root: str, points: int, repeat: int) -> dict:
         for i in range(n):
             add1("train/loss", 0.5, step=i)
 
-    res["non-logging rank add_scalar (ns)"] = per_call_ns(nonlogging, points // repeat, repeat)
+    # the same call against what a user would write instead, measured in turns
+    inert = pickle.loads(pickle.dumps(r1))  # an unpickled run (a DataLoader worker's)
+    noop = _NoOp()
+    rank = r1.rank
+    loss = 0.5
+
+    def calls(add):
+        def loop(n):
+            for i in range(n):
+                add("train/loss", 0.5, step=i)
+        return loop
+
+    def guard(n):
+        for i in range(n):
+            if rank == 0:
+                add1("train/loss", 0.5, step=i)
+
+    def dict_at_call(add):
+        def loop(n):
+            for i in range(n):
+                add({"loss": loss, "lr": 1e-3, "m2": loss, "m3": loss, "m4": loss, "m5": loss,
+                     "m6": loss, "m7": loss, "m8": loss, "m9": loss}, step=i)
+        return loop
+
+    res.update(interleaved({
+        "non-logging rank add_scalar (ns)": calls(add1),
+        "inert run (unpickled) add_scalar (ns)": calls(inert.add_scalar),
+        "hand-written no-op object (ns)": calls(noop.add_scalar),
+        "`if rank == 0:` guard (ns)": guard,
+    }, points // repeat, repeat))
+    res.update(interleaved({
+        "non-logging rank, dict of 10 built at call (ns)": dict_at_call(add1),
+        "no-op object, dict of 10 built at call (ns)": dict_at_call(noop.add_scalar),
+    }, points // repeat // 10, repeat))
     r1.finish()
     return res
+
+
+class _NoOp:
+    """What a user writes to silence logging on other ranks: a no-op object."""
+
+    def add_scalar(self, *args, **kwargs):
+        pass
+
+
+def interleaved(fns: dict, n: int, repeat: int) -> dict:
+    """Median ns per call of each of ``fns`` (name -> ``fn(n)``), measured in turns
+    (one batch of each, ``repeat`` times), so load changes hit them all alike."""
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            t0 = NS()
+            fn(n)
+            times[name].append((NS() - t0) / n)
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def writer_cpu_ms(env: dict, points: int, width: int) -> float:
@@ -213,12 +272,107 @@ def import_time_ms(repeat: int) -> float:
     return statistics.median(times)
 
 
+def caller_figures(root: str, points: int, repeat: int) -> dict:
+    """The training thread's figures only (rank 0: one tag, a dict of 10; a non-logging
+    rank beside a no-op object and a guard), each measured in turns with the others."""
+    env = {"NB_DIR": root}
+    run = nb.init("bench", run_name="caller", _environ=env, system=False)
+    add = run.add_scalar
+    base = [0]
+    tags = {f"train/metric{k}": 0.1 * k for k in range(10)}
+
+    def one_tag(n):
+        s = base[0]
+        for i in range(s, s + n):
+            add("train/loss", 0.5, step=i)
+        base[0] = s + n
+
+    def ten_tags(n):
+        s = base[0]
+        for i in range(s, s + n):
+            add(tags, step=i)
+        base[0] = s + n
+
+    res = {}
+    res["add_scalar 1 tag (µs)"] = interleaved({"x": one_tag}, points // repeat, repeat)["x"] / 1000
+    res["add_scalar dict of 10 (µs)"] = interleaved({"x": ten_tags}, points // repeat // 10, repeat)["x"] / 1000
+    run.finish()
+    rid = "caller-nonzero"
+    ranks = {"NB_DIR": root, "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2"}
+    nb.init("bench", run_id=rid, _environ={**ranks, "RANK": "0", "LOCAL_RANK": "0"}, system=False).finish()
+    r1 = nb.init("bench", run_id=rid, resume="auto", _environ={**ranks, "RANK": "1", "LOCAL_RANK": "1"},
+                 system=False)
+    inert = pickle.loads(pickle.dumps(r1))
+    noop = _NoOp()
+    a1, ai, an = r1.add_scalar, inert.add_scalar, noop.add_scalar
+    rank = r1.rank
+
+    def calls(f):
+        def loop(n):
+            for i in range(n):
+                f("train/loss", 0.5, step=i)
+        return loop
+
+    def guard(n):
+        for i in range(n):
+            if rank == 0:
+                a1("train/loss", 0.5, step=i)
+
+    res.update(interleaved({
+        "non-logging rank add_scalar (ns)": calls(a1),
+        "inert run (unpickled) add_scalar (ns)": calls(ai),
+        "hand-written no-op object (ns)": calls(an),
+        "`if rank == 0:` guard (ns)": guard,
+    }, points // repeat, repeat))
+    r1.finish()
+    return res
+
+
+def against(other: str, rounds: int, points: int, repeat: int) -> None:
+    """Print the caller's figures of ``other``'s nblog (before) and this one (after),
+    each from ``rounds`` fresh processes taken in turns: median (min-max)."""
+    me = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    got: dict[str, dict[str, list[float]]] = {"before": {}, "after": {}}
+    load0 = os.getloadavg()
+    for _ in range(rounds):
+        for label, tree in (("before", other), ("after", me)):
+            out = subprocess.run([sys.executable, os.path.abspath(__file__), "--tree", tree, "--caller-json",
+                                  "--points", str(points), "--repeat", str(repeat)],
+                                 capture_output=True, text=True, check=True)
+            for key, val in json.loads(out.stdout.splitlines()[-1]).items():
+                got[label].setdefault(key, []).append(val)
+    load1 = os.getloadavg()
+    print(f"{'caller figure':40} {'before: median (min-max)':>28} {'after: median (min-max)':>28} {'after/before':>12}")
+    for key, vals in got["after"].items():
+        b, a = got["before"].get(key, []), vals
+        cell = lambda v: f"{statistics.median(v):.3f} ({min(v):.3f}-{max(v):.3f})" if v else "-"  # noqa: E731
+        ratio = f"{statistics.median(a) / statistics.median(b):.2f}" if a and b else ""
+        print(f"{key:40} {cell(b):>28} {cell(a):>28} {ratio:>12}")
+    print(f"before = {other}, after = {me}; {rounds} rounds of fresh processes in turns")
+    print(f"load average at start {' '.join(f'{x:.2f}' for x in load0)}, at end "
+          f"{' '.join(f'{x:.2f}' for x in load1)} on {os.cpu_count()} CPUs")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--points", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--no-tensorboard", action="store_true")
+    ap.add_argument("--against", metavar="DIR", help="compare the caller's figures with the nblog in DIR, in turns")
+    ap.add_argument("--rounds", type=int, default=5, help="processes per side with --against")
+    ap.add_argument("--tree", metavar="DIR", help=argparse.SUPPRESS)
+    ap.add_argument("--caller-json", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.against:
+        against(args.against, args.rounds, args.points, args.repeat)
+        return
+    if args.caller_json:
+        root = tempfile.mkdtemp(prefix="nb-bench-")
+        try:
+            print(json.dumps(caller_figures(root, args.points, args.repeat)))
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        return
     root = tempfile.mkdtemp(prefix="nb-bench-")
     try:
         ours = bench_nblog(root, args.points, args.repeat)
@@ -233,6 +387,7 @@ def main() -> None:
         other_s = f"{other:14.3f}" if other is not None else f"{'-':>14}"
         print(f"{key:38} {val:12.3f} {other_s} {ratio:>8}")
     print("(ratio = SummaryWriter / nblog; SummaryWriter measured on fewer calls, its read time scaled)")
+    print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
 
 
 if __name__ == "__main__":

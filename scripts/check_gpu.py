@@ -8,8 +8,16 @@ Starts a run (system metrics every 1 s, all groups) in a temporary folder (or
 with CUDA is there (otherwise just waits), finishes, and prints on stdout the machine
 record and the system frame (every sample, one row per timestamp and tag). On stderr:
 a summary per GPU (peak utilization, memory, power, temperature, throttle reasons seen)
-and whether the checks passed. Exit code 0 when GPU metrics were recorded and, if a
-GPU was burnt, its utilization rose above 50 %; 1 otherwise; 2 when NVML saw no GPU.
+and whether the checks passed.
+
+With CUDA it also checks that logging a CUDA tensor does not wait for the device
+(``check_device_values``): while a kernel keeps the stream busy for about a second,
+100 ``add_scalar`` calls of a tensor computed behind it (each followed by an in-place
+update of its source) must return with the stream still busy, and the values read back
+must be those at each call. Their time per call is printed.
+
+Exit code 0 when GPU metrics were recorded and, if a GPU was burnt, its utilization
+rose above 50 % and the device-value check passed; 1 otherwise; 2 when NVML saw no GPU.
 """
 
 from __future__ import annotations
@@ -52,6 +60,34 @@ def burn(run, seconds: float) -> bool:
     return True
 
 
+def check_device_values(root: str, calls: int = 100) -> bool:
+    """add_scalar of CUDA tensors while the stream is busy: no wait, exact values."""
+    import torch
+
+    run = nb.init("check_gpu", run_name="device-values", root=root, system=False, provenance=False,
+                  console=False)
+    run.add_scalar("warm", 0.0, step=0)  # the session's first point (a device value there is converted at once)
+    x = torch.zeros((), device="cuda:0")
+    torch.cuda.synchronize()
+    torch.cuda._sleep(2_000_000_000)  # ~1 s of GPU clock cycles: a sync would wait for it
+    t0 = time.perf_counter()
+    for i in range(calls):
+        run.add_scalar("device/value", x + i, step=i)  # computed behind the busy kernel
+        x.add_(0.5)  # an in-place update after the call: must not change what was logged
+    elapsed = time.perf_counter() - t0
+    busy = not torch.cuda.current_stream().query()
+    torch.cuda.synchronize()
+    run.finish()
+    got = nb.RunReader(run.dir).scalars("device/value").sort("step")["value"].to_list()
+    want = [1.5 * i for i in range(calls)]
+    ok = busy and got == want
+    print(f"device values: {calls} add_scalar calls of a CUDA tensor took {elapsed * 1e3:.2f} ms "
+          f"({elapsed / calls * 1e6:.1f} us per call), stream still busy after them: {busy}; "
+          f"values read back {'exact' if got == want else f'WRONG ({got[:5]}... vs {want[:5]}...)'}",
+          file=sys.stderr)
+    return ok
+
+
 def summarize(df, machine: dict) -> dict:
     import polars as pl
 
@@ -89,6 +125,7 @@ def main() -> int:
     burnt = burn(run, args.seconds)
     time.sleep(1.5)  # one more sample after the burn
     run.finish()
+    device_ok = check_device_values(root) if burnt else True
 
     r = nb.RunReader(run.dir)
     machines = r.machines()
@@ -106,7 +143,7 @@ def main() -> int:
     ok = all(s["metrics"] for s in summary.values())
     if burnt:
         util = summary.get("gpu0", {}).get("peak_utilization_percent")
-        ok = ok and util is not None and util > 50
+        ok = ok and util is not None and util > 50 and device_ok
     print(f"check {'passed' if ok else 'FAILED'} (run folder: {run.dir})", file=sys.stderr)
     return 0 if ok else 1
 

@@ -17,6 +17,10 @@ Frame (16-byte header, then ``length`` payload bytes)::
     crc     u32  zlib.crc32 of the payload
     hcrc    u32  zlib.crc32 of the first 12 header bytes
 
+Point records (POINTS frames, 24 bytes each) are written as COLUMNS frames since
+version 2: the same records column by column (``encode_columns``); readers turn them
+back into POINTS payloads (``decode_columns``, or numpy in ``_logfile``).
+
 The header checksum lets a reader tell a torn tail (a valid header whose payload
 runs past the end of the file: "not written yet") from corruption (a header that
 fails its checksum: skip ahead to the next ``NBF``).
@@ -30,9 +34,10 @@ from __future__ import annotations
 import json
 import math
 import struct
+import sys
 import zlib
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: COLUMNS frames; files of version 1 (POINTS frames only) are still read
 FILE_MAGIC = b"NBEV"
 FILE_HEADER = struct.Struct("<4sHH")
 FRAME_MAGIC = b"NBF"
@@ -48,7 +53,8 @@ FRAME_TEXT = 4  # repeated TEXT_HEAD + utf-8 text
 FRAME_MEDIA = 5  # repeated MEDIA_HEAD + JSON metadata (media pack references)
 FRAME_STATS = 6  # JSON: heartbeat and counters (dropped points, ...); with "event": a failure or alert
 FRAME_END = 7  # JSON: the session ended (status, reason, counters)
-KNOWN_FRAMES = frozenset(range(1, 8))
+FRAME_COLUMNS = 8  # POINT records stored column by column (encode_columns): 12-16 bytes a point
+KNOWN_FRAMES = frozenset(range(1, 9))
 
 # Tag kinds, stored in each tag definition.
 KIND_SCALAR = 0
@@ -69,6 +75,210 @@ KIND_NAMES = {
 POINT = struct.Struct("<qdII")
 POINT_SIZE = POINT.size
 NUMPY_POINT_DTYPE = [("step", "<i8"), ("value", "<f8"), ("tag", "<u4"), ("ms", "<u4")]
+
+# A block of points of one dict (``add_scalar({...})``), packed by the caller in one
+# call and split into POINT records by the writer thread: it never reaches a file.
+# It lies in the writer's point buffer among POINT records, in 24-byte slots, and its
+# first slot has BLOCK_MARK where a record has its tag id (ids stay below MAX_TAG_ID).
+# u32 words: count n, 0, tag 0, tag 1 (0 when n == 1), BLOCK_MARK, tags 2..n-1, a
+# pad word to 8 bytes; then step i64, ms u32, 4 pad bytes; n values f64; zero pad to
+# a multiple of 24. Native byte order (little-endian machines only: see block_packer).
+BLOCK_MARK = 0xFFFFFFFF
+BLOCK_MARK_BYTES = struct.pack("<I", BLOCK_MARK)
+BLOCK_MAX_TAGS = 1024  # wider dicts are packed point by point
+
+
+def block_layout(n: int) -> tuple[int, int, int]:
+    """``(size, step offset, values offset)`` in bytes of a block of ``n`` points."""
+    words = 5 + max(n - 2, 0)
+    step_at = 4 * (words + (words & 1))
+    values_at = step_at + 16
+    end = values_at + 8 * n
+    return -(-end // POINT_SIZE) * POINT_SIZE, step_at, values_at
+
+
+def block_packer(tids: tuple[int, ...]):
+    """A callable ``(step, ms, *values) -> bytes`` packing one block of the points of
+    ``tids`` (1 to ``BLOCK_MAX_TAGS`` tag ids), or None where blocks are not used (a
+    big-endian machine). Values must be float, int or bool (``struct`` converts them
+    as ``float()`` does; an int too large raises ``struct.error``/``OverflowError``)."""
+    from functools import partial
+
+    n = len(tids)
+    if not _LITTLE or not 1 <= n <= BLOCK_MAX_TAGS:
+        return None
+    size, step_at, values_at = block_layout(n)
+    words = 5 + max(n - 2, 0)
+    pad_words = step_at // 4 - words
+    tail = size - values_at - 8 * n
+    fmt = "@" + "I" * words + "4x" * pad_words + "qI4x" + "d" * n + (f"{tail}x" if tail else "")
+    head = (n, 0, tids[0], tids[1] if n > 1 else 0, BLOCK_MARK, *tids[2:])
+    return partial(struct.Struct(fmt).pack, *head)
+
+
+def block_tids(buf, at: int) -> tuple[int, ...]:
+    """The tag ids of the block starting at byte ``at`` of ``buf``."""
+    words = memoryview(buf)[at : at + 24].cast("I")
+    n = words[0]
+    if n == 1:
+        return (words[2],)
+    rest = memoryview(buf)[at + 20 : at + 20 + 4 * (n - 2)].cast("I")
+    return (words[2], words[3], *rest)
+
+
+# A COLUMNS payload: this head, then the n values (f64), the steps, the milliseconds,
+# the tag ids. Steps of 2 or 4 bytes are their low bits (the rest: step_base, whose
+# low bits are zero); 8 bytes: the steps themselves (step_base 0). Milliseconds of 2
+# bytes: low bits (ms_base holds the high 16); 4 bytes: themselves. Tags: when
+# pattern > 0, ``pattern`` u32 ids repeated from the first record on (record i has id
+# i mod pattern); else tag_width (2 or 4) bytes each.
+# n, pattern, tag_width, step_width, ms_width, 0, step_base, ms_base; 32 bytes (the
+# values after it stay 8-byte aligned)
+COLUMNS_HEAD = struct.Struct("<IIBBBBqI8x")
+_LITTLE = sys.byteorder == "little"
+_CODES = {2: "H", 4: "I", 8: "q"}  # struct codes of the column widths
+
+
+def _uniform(col: memoryview) -> bool:
+    """Whether every item of the strided view ``col`` is the same."""
+    raw = col.tobytes()
+    return raw.count(raw[: col.itemsize]) == len(col)
+
+
+def encode_columns(records: bytes) -> bytes | None:
+    """A COLUMNS payload holding the POINT records ``records`` (in order), or None
+    where it cannot be made here (a big-endian machine: write POINTS). No loop per
+    point: strided views of the records, copied in C."""
+    n = len(records) // POINT_SIZE
+    if not _LITTLE or not n or len(records) % POINT_SIZE:
+        return None
+    view = memoryview(records)
+    q, u, h = view.cast("q"), view.cast("I"), view.cast("H")
+    parts: list[bytes] = [b"", view.cast("d")[1::3].tobytes()]
+    base = q[0]
+    if base >= 0 and _uniform(u[1::6]) and _uniform(h[1::12]):
+        step_w, step_base = 2, base & ~0xFFFF
+        parts.append(h[0::12].tobytes())
+    elif base >= 0 and _uniform(u[1::6]):
+        step_w, step_base = 4, base & ~0xFFFFFFFF
+        parts.append(u[0::6].tobytes())
+    else:
+        step_w, step_base = 8, 0
+        parts.append(q[0::3].tobytes())
+    if _uniform(h[11::12]):
+        ms_w, ms_base = 2, u[5] & 0xFFFF0000
+        parts.append(h[10::12].tobytes())
+    else:
+        ms_w, ms_base = 4, 0
+        parts.append(u[5::6].tobytes())
+    tids = u[4::6].tobytes()
+    at = tids.find(tids[:4], 4)
+    while at > 0 and at % 4:
+        at = tids.find(tids[:4], at + 1)
+    period = at // 4 if at > 0 else n
+    tag_w = 2 if _uniform(h[9::12]) and h[9] == 0 else 4
+    if 4 * period < tag_w * n and tids[4 * period :] == tids[: -4 * period]:
+        tag_w, pattern = 0, period
+        parts.append(tids[: 4 * period])
+    else:
+        pattern = 0
+        parts.append(h[8::12].tobytes() if tag_w == 2 else tids)
+    parts[0] = COLUMNS_HEAD.pack(n, pattern, tag_w, step_w, ms_w, 0, step_base, ms_base)
+    return b"".join(parts)
+
+
+def columns_head(payload: bytes | memoryview) -> tuple[int, int, int, int, int, int, int]:
+    """``(n, pattern, tag_width, step_width, ms_width, step_base, ms_base)`` of a
+    COLUMNS payload, checked against its length (see ``COLUMNS_HEAD``).
+
+    Raises:
+        ValueError: the payload is malformed (sizes, widths or bases that do not fit).
+    """
+    size = COLUMNS_HEAD.size
+    if len(payload) < size:
+        raise ValueError("truncated columns head")
+    n, pattern, tag_w, step_w, ms_w, _zero, step_base, ms_base = COLUMNS_HEAD.unpack_from(payload, 0)
+    if step_w not in (2, 4, 8) or ms_w not in (2, 4) or (pattern == 0 and tag_w not in (2, 4)):
+        raise ValueError("columns of an unknown width")
+    if pattern > n or (pattern and tag_w):
+        raise ValueError("bad tag pattern")
+    if step_w < 8 and (step_base < 0 or step_base & ((1 << 8 * step_w) - 1)):
+        raise ValueError("bad step base")
+    if step_w == 8 and step_base:
+        raise ValueError("bad step base")
+    if (ms_w == 2 and ms_base & 0xFFFF) or (ms_w == 4 and ms_base):
+        raise ValueError("bad ms base")
+    tag_bytes = 4 * pattern if pattern else tag_w * n
+    if len(payload) != size + n * (8 + step_w + ms_w) + tag_bytes:
+        raise ValueError("columns do not fill the frame")
+    return n, pattern, tag_w, step_w, ms_w, step_base, ms_base
+
+
+def decode_columns(payload: bytes | memoryview) -> bytes:
+    """The POINT records of a COLUMNS payload, as a POINTS payload would hold them
+    (standard library only: the start and end scans of ``_resume_step``; bulk readers
+    decode with numpy, ``_logfile``).
+
+    Raises:
+        ValueError: the payload is malformed (sizes, widths or bases that do not fit).
+    """
+    n, pattern, tag_w, step_w, ms_w, step_base, ms_base = columns_head(payload)
+    size = COLUMNS_HEAD.size
+    src = memoryview(bytes(payload))  # a copy: aligned, so the casts below copy at full speed
+    at = size
+    values = src[at : at + 8 * n]
+    at += 8 * n
+    steps = src[at : at + step_w * n]
+    at += step_w * n
+    ms = src[at : at + ms_w * n]
+    at += ms_w * n
+    tags = src[at:]
+    if not _LITTLE:  # slow but right: field by field
+        vals = struct.unpack(f"<{n}d", values)
+        st = struct.unpack(f"<{n}{_CODES[step_w]}", steps)
+        mss = struct.unpack(f"<{n}{_CODES[ms_w]}", ms)
+        if pattern:
+            pat = struct.unpack(f"<{pattern}I", tags)
+            tg = [pat[i % pattern] for i in range(n)]
+        else:
+            tg = list(struct.unpack(f"<{n}{_CODES[tag_w]}", tags))
+        return b"".join(POINT.pack(step_base + st[i], vals[i], tg[i], ms_base + mss[i]) for i in range(n))
+    from array import array  # a shared library: loaded by readers only
+
+    out = bytearray(n * POINT_SIZE)
+    if not n:
+        return bytes(out)
+    dst = memoryview(out)
+    q, d, u, h = dst.cast("q"), dst.cast("d"), dst.cast("I"), dst.cast("H")
+    d[1::3] = values.cast("d")
+    if step_w == 8:
+        q[0::3] = steps.cast("q")
+    elif step_w == 4:
+        u[0::6] = steps.cast("I")
+        u[1::6] = memoryview(array("I", (step_base >> 32,)) * n)
+    else:
+        h[0::12] = steps.cast("H")
+        h[1::12] = memoryview(array("H", ((step_base >> 16) & 0xFFFF,)) * n)
+        u[1::6] = memoryview(array("I", (step_base >> 32,)) * n)
+    if ms_w == 4:
+        u[5::6] = ms.cast("I")
+    else:
+        h[10::12] = ms.cast("H")
+        h[11::12] = memoryview(array("H", (ms_base >> 16,)) * n)
+    if pattern:  # the ids repeated to n of them: one copy, whatever the period
+        u[4::6] = memoryview((tags.tobytes() * -(-n // pattern))[: 4 * n]).cast("I")
+    elif tag_w == 4:
+        u[4::6] = tags.cast("I")
+    else:
+        h[8::12] = tags.cast("H")
+    return bytes(out)
+
+
+def points_payload(kind: int, payload: bytes | memoryview) -> bytes | memoryview:
+    """The POINT records of a POINTS frame (its payload) or of a COLUMNS frame
+    (decoded). Raises ``ValueError`` for a malformed COLUMNS payload."""
+    return decode_columns(payload) if kind == FRAME_COLUMNS else payload
+
 
 TAG_DEF = struct.Struct("<IBI")  # tag id, kind, name length in bytes
 TEXT_HEAD = struct.Struct("<qIII")  # step, tag id, ms, text length in bytes

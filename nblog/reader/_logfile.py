@@ -177,6 +177,8 @@ class LogFile:
         return pos
 
     def _frame(self, kind: int, payload: memoryview, delta: Delta) -> None:
+        if kind == F.FRAME_COLUMNS:  # read as the POINTS frame it stands for
+            kind, payload = F.FRAME_POINTS, _records_of_columns(payload)
         if kind == F.FRAME_POINTS:
             if len(payload) % F.POINT_SIZE:
                 raise ValueError("points payload is not a whole number of records")
@@ -349,3 +351,42 @@ def read_header(path: str, limit: int = 1 << 16) -> dict:
     except ValueError:
         return {}
     return obj if isinstance(obj, dict) else {}
+
+
+def _records_of_columns(payload: memoryview) -> memoryview:
+    """The POINT records of a COLUMNS payload (``F.columns_head``), decoded with numpy
+    in a few vector operations (~10x the standard library's ``F.decode_columns``).
+
+    Raises:
+        ValueError: the payload is malformed.
+    """
+    import numpy as np
+
+    n, pattern, tag_w, step_w, ms_w, step_base, ms_base = F.columns_head(payload)
+    width: dict[int, np.dtype] = {2: np.dtype("<u2"), 4: np.dtype("<u4"), 8: np.dtype("<i8")}
+    raw = np.frombuffer(payload, np.uint8)
+    if raw.ctypes.data % 8:  # a frame lies anywhere in the file: unaligned columns copy ~50x slower
+        raw = raw.copy()
+    out = np.empty(n, np.dtype(F.NUMPY_POINT_DTYPE))
+    at = F.COLUMNS_HEAD.size
+    out["value"] = raw[at : at + 8 * n].view("<f8")
+    at += 8 * n
+    steps = raw[at : at + step_w * n].view(width[step_w])
+    at += step_w * n
+    if step_base:
+        np.add(steps, np.int64(step_base), out=out["step"], casting="unsafe")
+    else:
+        out["step"] = steps
+    ms = raw[at : at + ms_w * n].view(width[ms_w])
+    at += ms_w * n
+    if ms_base:
+        np.add(ms, np.uint32(ms_base), out=out["ms"], casting="unsafe")
+    else:
+        out["ms"] = ms
+    tags = raw[at:]
+    if pattern:
+        ids = tags.view("<u4")
+        out["tag"] = ids[0] if pattern == 1 else np.tile(ids, -(-n // pattern))[:n]
+    else:
+        out["tag"] = tags.view(width[tag_w])
+    return memoryview(out.view(np.uint8).data)

@@ -114,8 +114,8 @@ def _max_step(frames: list, system: set[int]) -> int | None:
     for kind, payload in frames:
         step = None
         try:
-            if kind == F.FRAME_POINTS:
-                step = _max_point_step(payload, system)
+            if kind in (F.FRAME_POINTS, F.FRAME_COLUMNS):
+                step = _max_point_step(memoryview(F.points_payload(kind, payload)), system)
             elif kind == F.FRAME_TEXT:
                 step = max((s for s, *_ in F.decode_texts(bytes(payload))), default=None)
             elif kind == F.FRAME_MEDIA:

@@ -79,8 +79,9 @@ def _log_record_summary(path: str) -> dict:
         try:
             if kind == F.FRAME_TAGS:
                 system.update(t for t, k, _ in F.decode_tag_defs(bytes(payload)) if k == F.KIND_SYSTEM)
-            elif kind == F.FRAME_POINTS:
-                step = next((st for st, _v, t, _ms in F.POINT.iter_unpack(payload) if t not in system), None)
+            elif kind in (F.FRAME_POINTS, F.FRAME_COLUMNS):
+                records = F.points_payload(kind, payload)
+                step = next((st for st, _v, t, _ms in F.POINT.iter_unpack(records) if t not in system), None)
             elif kind in (F.FRAME_TEXT, F.FRAME_MEDIA):
                 items = F.decode_texts(bytes(payload)) if kind == F.FRAME_TEXT else F.decode_media(bytes(payload))
                 step = items[0][0] if items else None

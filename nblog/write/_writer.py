@@ -2,11 +2,13 @@
 
 The caller's thread only appends: packed 24-byte point records to ``points`` (a
 ``bytearray`` that is never replaced, so ``+=`` from several threads is safe under the
-GIL), tuples to ``texts`` / ``tag_defs`` / ``media``, and failure and alert dicts to
+GIL), and there too, in one ``+=`` each, the dict blocks of ``add_scalar({...})``
+(``F.BLOCK_MARK``), which :func:`split_blocks` turns into records at the drain, tuples to ``texts`` / ``tag_defs`` / ``media``, and failure and alert dicts to
 ``events`` (each written as a STATS frame with an ``event`` key, after the points and
 text of the same drain). The writer thread wakes every
 ``flush_interval`` seconds, takes what is there in chunks of at most 1 MiB (so it
-never holds the GIL for long), frames it and appends it to the file with ``os.write``.
+never holds the GIL for long), frames it and appends it to the file with ``os.write``;
+points go out as COLUMNS frames (``F.encode_columns``: 12-16 bytes a point).
 
 Media is encoded by a second thread (``nblog-media``, started when the first media item
 is seen), one item after another, each reference written as soon as its blob is in the
@@ -37,11 +39,82 @@ from collections.abc import Callable
 
 from .. import _log as log
 from ..format import _format as F
+from ._device import resolve as _resolve_device
 
 _CHUNK = (1 << 20) // F.POINT_SIZE * F.POINT_SIZE  # points per frame: at most 1 MiB
 _MAX_BACKLOG = 256 << 20  # bytes of points kept in memory while the disk lags
 _MEDIA_CHUNK = 8  # media references per MEDIA frame, at most
 _MEDIA_BATCH_S = 0.05  # a MEDIA frame gathers the references encoded within this many seconds
+
+
+def split_blocks(raw: bytes, limit: int | None = None) -> tuple[bytes, int, int]:
+    """The POINT records of ``raw`` (point records and dict blocks, see
+    ``F.BLOCK_MARK``, starting at a record), each block split into its records.
+
+    Args:
+        raw: whole records and blocks.
+        limit: stop at the first record or block boundary at or past this many bytes
+            of ``raw`` (None: all of ``raw``).
+
+    Returns:
+        ``(records, bytes of raw used, points)``; a block cut by the end of ``raw``
+        is left out (``used`` stops before it).
+    """
+    size = F.POINT_SIZE
+    whole = len(raw) - len(raw) % size
+    end = whole if limit is None else min(-(-limit // size) * size, whole)
+    col = memoryview(raw)[:whole].cast("I")[4::6].tobytes()  # each slot's tag id, 4 bytes
+    mark = F.BLOCK_MARK_BYTES
+    if mark not in col:  # no block (a value's bytes may look like one: then look closer)
+        return raw[:end], end, end // size
+    out: list[bytes] = []
+    pos = n_points = 0
+    while pos < end:
+        j = col.find(mark, pos // size * 4)
+        while j > 0 and j % 4:  # not a slot's own (records' ids are < 2**20: never, in fact)
+            j = col.find(mark, j + 1)
+        i = len(raw) if j < 0 else j // 4 * size
+        if i > pos:  # plain records up to the next block
+            at = min(i, end)
+            out.append(raw[pos:at])
+            n_points += (at - pos) // size
+            pos = at
+            continue
+        tids = F.block_tids(raw, pos)
+        length, step_at, values_at = F.block_layout(len(tids))
+        if pos + length > len(raw):
+            break
+        # the blocks of this dict that follow it with no record between them
+        head = raw[pos : pos + step_at]
+        stop = pos + length
+        while stop < end and stop + length <= len(raw) and raw.startswith(head, stop):
+            stop += length
+        out.append(_records(raw, pos, stop, tids, length, step_at, values_at))
+        n_points += (stop - pos) // length * len(tids)
+        pos = stop
+    return b"".join(out), pos, n_points
+
+
+def _records(raw: bytes, start: int, stop: int, tids: tuple[int, ...], length: int,
+             step_at: int, values_at: int) -> bytes:
+    """The POINT records of the blocks of one dict in ``raw[start:stop]`` (``length``
+    bytes each), through strided views: a few C calls per tag, none per point."""
+    from array import array  # a shared library: loaded when the first dict is split
+    n = len(tids)
+    k = (stop - start) // length
+    src = memoryview(raw)[start:stop]
+    out = bytearray(k * n * F.POINT_SIZE)
+    q, d, u = memoryview(out).cast("q"), memoryview(out).cast("d"), memoryview(out).cast("I")
+    sq, sd, su = src.cast("q"), src.cast("d"), src.cast("I")
+    words = length // 8
+    steps = sq[step_at // 8 :: words]
+    ms = su[step_at // 4 + 2 :: words * 2]
+    for j, tid in enumerate(tids):
+        q[3 * j :: 3 * n] = steps
+        d[3 * j + 1 :: 3 * n] = sd[values_at // 8 + j :: words]
+        u[6 * j + 4 :: 6 * n] = memoryview(array("I", (tid,)) * k)
+        u[6 * j + 5 :: 6 * n] = ms
+    return bytes(out)
 
 
 def create_exclusive(path: str, mode: int = 0o666) -> int:
@@ -105,6 +178,9 @@ class Writer:
         self.dropped: Counter[str] = Counter()
         # failures and alerts (dicts), each written as a STATS frame with an "event" key
         self.events: list[dict] = []
+        # device values (``_device.capture``) waiting for their event: (step, tag id, ms,
+        # copy, event), appended by the caller; turned into points by _resolve_pending
+        self.pending: list[tuple] = []
         self._system_tids: set[int] = set()
         # the run summary: scalar tag id -> name, per tag id [last, step, min, max],
         # the earlier sessions' entries, and a change counter
@@ -147,9 +223,13 @@ class Writer:
         """Write everything appended before this call: points, text and tag definitions
         first, then the media queued (encoded here, in the calling thread).
 
+        Device values logged before the call (``pending``) are waited for first, by
+        polling their events in the calling thread.
+
         Args:
             timeout: seconds to wait at most (None: as long as it takes). Media not
-                encoded by then stays queued for the media thread (nothing is dropped).
+                encoded by then stays queued for the media thread (nothing is dropped),
+                and so do device values the device has not run yet.
 
         Returns:
             True when everything was written within ``timeout``.
@@ -157,6 +237,7 @@ class Writer:
         if self._dead or self._closed:
             return True
         deadline = None if timeout is None else time.monotonic() + timeout
+        ready = not self.pending or self._wait_pending(deadline)  # device values logged before
         if not self._lock.acquire(timeout=-1 if timeout is None else timeout):
             return False
         try:
@@ -165,7 +246,7 @@ class Writer:
         finally:
             self._lock.release()
         if target == self._media_popped and not self._media_inflight:
-            return True
+            return ready
         if not self._media_lock.acquire(timeout=-1 if deadline is None else max(0.0, deadline - time.monotonic())):
             return False
         try:
@@ -175,7 +256,7 @@ class Writer:
                 self._encode_media(deadline, target)
         finally:
             self._media_lock.release()
-        return True
+        return ready
 
     def close(self, end: dict, timeout: float = 5.0) -> None:
         """Drain, write the END frame with ``end`` (plus counters) and close the file.
@@ -185,19 +266,24 @@ class Writer:
         that long); the media still queued is then encoded while time is left (an item
         is not started when the encoding speed measured so far says it would end past
         the deadline). Media left over is dropped and counted as ``media_timeout`` in
-        the END frame. Idempotent.
+        the END frame. Device values (``pending``) are waited for first, at most half of
+        ``timeout``; those the device has not run by then are dropped and counted as
+        ``device_timeout`` (warned once). Idempotent.
         """
         if self._dead or self._closed:
             return
         deadline = time.monotonic() + timeout
         self._stop = True
         self._wake.set()
+        if self.pending:  # device values: the device gets half the time to run them
+            self._wait_pending(time.monotonic() + timeout / 2)
         if not self._lock.acquire(timeout=timeout):
             return
         try:
             if self._closed:
                 return
             self._drain()
+            self._drop_pending()
             if self.media or self._media_inflight:  # counters on disk before the long part
                 self._write_stats({})
         finally:
@@ -239,6 +325,7 @@ class Writer:
         self._closed = True
         self.points = bytearray()
         self.texts, self.media, self.tag_defs, self.events = [], [], [], []
+        self.pending = []  # the parent's device values: never touched here
         try:
             os.close(self._fd)
         except OSError:
@@ -357,17 +444,18 @@ class Writer:
     def _drain(self) -> bool:
         """Write the tag definitions, points and text the buffers hold (media is the media
         thread's). Caller holds ``_lock``. Returns True if it wrote."""
+        self._resolve_pending()
         wrote = False
         self._defs_failed = False
         n_text = len(self.texts)
         n_points = len(self.points)
         n_points -= n_points % F.POINT_SIZE
         backlog = n_points - _MAX_BACKLOG
-        if backlog > 0:
-            backlog -= backlog % F.POINT_SIZE
+        if backlog > 0:  # cut at a record or block boundary, count points (not slots)
+            _records_left, backlog, lost = split_blocks(bytes(self.points[:n_points]), backlog)
             del self.points[:backlog]
             n_points -= backlog
-            self.dropped["backlog"] += backlog // F.POINT_SIZE
+            self.dropped["backlog"] += lost
             self._warn_once("backlog", "nblog: the disk cannot keep up; dropping the oldest points")
         n_defs = len(self.tag_defs)
         if n_defs:
@@ -383,18 +471,23 @@ class Writer:
                 # for the next drain, drop (and count) what this drain would have written.
                 self.tag_defs[:0] = defs
                 self._defs_failed = True
-                dropped = n_points // F.POINT_SIZE + n_text
+                dropped = split_blocks(bytes(self.points[:n_points]))[2] + n_text
                 del self.points[:n_points], self.texts[:n_text]
                 self.dropped["write_error"] += dropped
                 return wrote
             wrote = True
         while n_points > 0:
-            take = min(n_points, _CHUNK)
-            chunk = bytes(self.points[:take])
+            # at most 1 MiB at a time, dict blocks split into records (a block cut by
+            # the chunk's end waits for the next chunk)
+            chunk, take, count = split_blocks(bytes(self.points[: min(n_points, _CHUNK)]))
+            if not take:
+                break
             del self.points[:take]
             n_points -= take
-            if not self._write(F.frame(F.FRAME_POINTS, chunk), "points"):
-                self.dropped["write_error"] += take // F.POINT_SIZE
+            columns = F.encode_columns(chunk)  # 12-16 bytes a point instead of 24
+            data = F.frame(F.FRAME_POINTS, chunk) if columns is None else F.frame(F.FRAME_COLUMNS, columns)
+            if not self._write(data, "points"):
+                self.dropped["write_error"] += count
             elif self._scalar_names:  # the summary covers the points on disk
                 try:
                     self._fold_points(chunk)
@@ -419,6 +512,73 @@ class Writer:
                 self._write_stats({"event": event})
             wrote = True
         return wrote
+
+    # -- device values (``_device``) -----------------------------------------------
+
+    def _resolve_pending(self) -> None:
+        """Turn the device values whose events have completed into point records, in the
+        order logged (the first one not ready stops there: the later ones keep their
+        place), put before the points buffered since. Caller holds ``_lock``.
+
+        A device value may so reach the file after CPU points logged after it: readers
+        take no order within a tag for granted, and the session's first point, which
+        sets its first step (the hiding rule), is never a pending one (``Run._to_float``).
+        """
+        pending = self.pending
+        if not pending:
+            return
+        out = bytearray()
+        pack = F.POINT.pack
+        done = 0
+        try:
+            for step, tid, ms, copy, event in pending:
+                try:
+                    value = _resolve_device(copy, event)
+                except Exception as exc:  # a device error, a complex tensor: skipped, counted
+                    self.dropped["device_error"] += 1
+                    self._warn_once("device_error", f"nblog: a device value could not be read; skipped: {exc!r}")
+                else:
+                    if value is None:
+                        break
+                    out += pack(step, value, tid, ms)
+                done += 1
+        finally:
+            del pending[:done]
+            if out:
+                self.points[:0] = out
+
+    def _wait_pending(self, deadline: float | None) -> bool:
+        """Wait until the device values pending now are ready, polling their events
+        (never blocking inside the device's API), at most until ``deadline`` (monotonic
+        seconds; None: as long as it takes). Returns True if they all are."""
+        nap = 5e-5
+        for item in self.pending[:]:
+            event = item[4]
+            while True:
+                try:
+                    if event.query():
+                        break
+                except Exception:
+                    break  # counted when it is resolved
+                if deadline is not None:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return False
+                    time.sleep(min(nap, left))
+                else:
+                    time.sleep(nap)
+                nap = min(2 * nap, 0.005)
+        return True
+
+    def _drop_pending(self) -> None:
+        """At close: the device values still not ready are dropped, counted as
+        ``device_timeout`` and warned once. Caller holds ``_lock``."""
+        n = len(self.pending)
+        if n:
+            del self.pending[:n]
+            self.dropped["device_timeout"] += n
+            self._warn_once("device_timeout", f"nblog: {n} device value(s) not run by the device before "
+                            "finish's time ran out; dropped (counted as device_timeout)")
 
     # -- run summary -----------------------------------------------------------------
 

@@ -13,7 +13,7 @@ from cli_helpers import clean_env
 
 import nblog.format._format as F
 
-POINTS = 5_000_000  # 24 bytes each: a 114 MiB event log
+POINTS = 9_000_000  # 13.3 bytes each in COLUMNS frames (format 2): a 114 MiB event log
 
 _WRITE = """
 import sys, nblog as nb
@@ -79,11 +79,11 @@ def test_tail_of_a_large_log_holds_a_window_not_the_log(tmp_path):
 _WRITE_MIXED = """
 import sys, nblog as nb
 run = nb.init("mixed", run_id="mixed-00000001", root=sys.argv[1], system=False)
-for i in range(400_000):
+for i in range(800_000):  # ~13 bytes a point: a log of 4 read windows with the text
     run.add_scalar("loss", float(i), step=i)
-    if i == 200_000:
+    if i == 400_000:
         run.add_text("big", "x" * (5 << 20), step=i)  # one frame larger than a read window
-run.add_text("note", "done", step=400_000)
+run.add_text("note", "done", step=800_000)
 run.finish()
 """
 
@@ -98,8 +98,8 @@ def test_windows_lose_nothing_and_keep_the_order(tmp_path):
     assert (root / "mixed" / "mixed-00000001" / "events.r0.s0.log").stat().st_size > 3 * _WINDOW
     every = Follower("mixed-00000001", root).poll()
     points = [e for e in every if e.kind == "scalar"]
-    assert [e.step for e in points] == list(range(400_000)) and [e.value for e in points[:3]] == [0.0, 1.0, 2.0]
+    assert [e.step for e in points] == list(range(800_000)) and [e.value for e in points[:3]] == [0.0, 1.0, 2.0]
     texts = [(e.tag, e.step, len(e.text or "")) for e in every if e.kind == "text"]
-    assert texts == [("big", 200_000, 5 << 20), ("note", 400_000, 4)]
+    assert texts == [("big", 400_000, 5 << 20), ("note", 800_000, 4)]
     for n in (1, 2, 7, 250_000, 10**9):
         assert Follower("mixed-00000001", root).poll(last=n) == every[-n:], n

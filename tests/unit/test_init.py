@@ -86,7 +86,7 @@ def test_run_json_written_by_rank_0(make_run):
     assert meta["world_size"] == 1
     assert meta["launcher"] == "none"
     assert meta["run_id_source"] == "random"
-    assert meta["format_version"] == 1
+    assert meta["format_version"] == 2  # 2: COLUMNS frames (issue 18)
     assert meta["nblog_version"] == nb.__version__
     (session,) = meta["sessions"]
     assert session["session"] == 0 and session["pid"] == os.getpid()
