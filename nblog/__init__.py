@@ -26,9 +26,11 @@ Where a scalar goes, wing by wing:
 - ``media/``: images, histograms, audio and figures, checked and copied on the caller's
   thread (``_media_input``), encoded on the writer thread (``_media_encode``) into the pack.
 - ``system/``: the system-metrics sampler (``_system``) and NVIDIA GPUs (``_nvml``).
-- ``reader/``: ``_catalog`` **finds** runs and their files, ``_logfile`` **decodes** a
-  rank's event log (``_reader``: ``RunReader``, whole frames; ``_live``: the TUI's
-  growing series; ``_tail``: ``nb tail``), with export, diff, summaries and import.
+- ``reader/`` (public: ``nblog.reader``): ``_catalog`` **finds** runs, ``_rankfiles`` a
+  rank's session files in order (new sessions, the hiding rule, following), ``_logfile``
+  **decodes** an event log incrementally (``_reader``: ``RunReader``, whole frames;
+  ``_live``: the TUI's growing series; ``_tail``: ``nb tail``), with export, diff,
+  summaries (``_stragglers``: the one straggler rule) and import.
 - ``nbcli`` (a separate package) **draws**: ``nb`` commands, the TUI (``nbcli/tui``,
   its display maths in ``nbcli/tui/series.py``) and ``nb report``.
 - Here at the top: the public names, the errors (``_errors``), the one logger (``_log``),
