@@ -28,6 +28,8 @@ from .widgets.plot import PALETTE, PlotSpec
 
 MAX_PLOTS = 6
 HEAT_MIN_RANKS = 8  # the timers view shows a rank heat map instead of the band above this
+TABLE_MAX_ROWS = 512  # above this the timers table keeps each timer's TABLE_RANKS slowest ranks
+TABLE_RANKS = 16
 KEEP_SERIES = 128
 TEXT_LIMIT = 500
 # What the text view shows of one text, and of all the texts shown: wrapping and drawing
@@ -338,6 +340,13 @@ class RunModel:
             from .widgets.plot import PlotSpec
 
             spec = PlotSpec(message="no timers logged (run.timer(...); all_ranks=True for every rank)")
+        if len(rows) > TABLE_MAX_ROWS:  # 32,768 rows took the UI thread 16 s to lay out; the heat map shows all
+            by_tag: dict[str, list[dict]] = {}
+            for row in rows:
+                by_tag.setdefault(row["tag"], []).append(row)
+            keep = {id(row) for rs in by_tag.values()
+                    for row in sorted(rs, key=lambda row: (-row["mean_s"], row["rank"]))[:TABLE_RANKS]}
+            rows = [row for row in rows if id(row) in keep]
         heat = None
         if timer is not None and len(per_tag[timer]) > HEAT_MIN_RANKS:
             ss = per_tag[timer]

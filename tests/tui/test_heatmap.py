@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from nbtui_helpers import aio, settle
 from nbtui_synth import WALL0, EventFile, header
+from textual.widgets import DataTable
 
 from nbcli.tui.app import NbTui
 from nbcli.tui.widgets.heatmap import HeatRowsView, RankHeatMap, heat_data
@@ -21,18 +22,18 @@ RID = "heat-0000beef"
 WORLD, PER_HOST, STEPS = 48, 8, 60
 
 
-def write_heat_run(root: str) -> str:
+def write_heat_run(root: str, world: int = WORLD) -> str:
     run_dir = os.path.join(root, "heat", RID)
     os.makedirs(run_dir)
     with open(os.path.join(run_dir, "run.json"), "w") as f:
         json.dump({"format_version": F.FORMAT_VERSION, "project": "heat", "id": RID, "name": "heat",
-                   "created": WALL0, "world_size": WORLD, "status": "finished",
+                   "created": WALL0, "world_size": world, "status": "finished",
                    "sessions": [{"session": 0, "start": WALL0, "end": WALL0 + 60.0}]}, f)
     st = np.arange(STEPS, dtype=np.int64)
-    for rank in range(WORLD):
+    for rank in range(world):
         host = f"node-{rank // PER_HOST}"
         head = header(rank, rank % PER_HOST, 0, host, WALL0)
-        head.update(project="heat", run_id=RID, world_size=WORLD)
+        head.update(project="heat", run_id=RID, world_size=world)
         ef = EventFile(os.path.join(run_dir, f"events.r{rank}.s0.log"), head)
         base = 0.100 + 0.001 * np.sin(st + rank)  # fixed values: the picture never changes
         if rank // PER_HOST == 3:
@@ -98,3 +99,22 @@ def test_heat_map_snapshot(snap_compare, heat_run):
     app = NbTui(runs=[heat_run], poll_s=0)
     app.animation_level = "none"
     assert snap_compare(app, terminal_size=(100, 30), run_before=go)
+
+
+@aio
+async def test_with_many_ranks_the_table_keeps_each_timers_slowest_ranks(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    from nbcli.tui.model import TABLE_MAX_ROWS, TABLE_RANKS
+
+    world = TABLE_MAX_ROWS + 8  # one timer: one row per rank, more than the table holds
+    app = NbTui(runs=[write_heat_run("runs", world)], poll_s=0)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        await pilot.press("2")
+        await settle(pilot)
+        table = app.screen.query_one("#timer-table", DataTable)
+        ranks = [int(str(table.get_row_at(i)[1]).split()[0]) for i in range(table.row_count)]
+        assert len(ranks) == TABLE_RANKS and ranks == sorted(ranks)
+        assert {41, *range(24, 32)} <= set(ranks)  # the slowest: rank 41 and node-3's ranks
+        heat = app.screen.query_one(RankHeatMap)
+        assert heat.data is not None and heat.data.ranks is not None and len(heat.data.ranks.labels) == world
