@@ -15,6 +15,7 @@ import time
 from collections.abc import Sequence
 
 from ._output import (
+    Cell,
     Column,
     Output,
     data,
@@ -26,6 +27,10 @@ from ._output import (
     fmt_time,
     info,
 )
+
+TYPE_CHECKING = False  # typing is not imported: `nb ls` starts faster without it
+if TYPE_CHECKING:
+    from nblog.reader import RunsTable
 
 STATUSES = ("running", "finished", "failed", "preempted", "stale")
 _STATUS_STYLE = {"running": "green", "finished": "", "failed": "red bold", "preempted": "yellow", "stale": "yellow",
@@ -129,7 +134,19 @@ def run_ls(
         return 0
     now = time.time()
     out.table(_COLUMNS, (_default_cells(r, now) for r in rows))
+    _say_failures(out, rows)
     return 0
+
+
+def _say_failures(out: Output, rows: Sequence[dict]) -> None:
+    """On a terminal, what went wrong in each failed run listed, below the table on
+    stderr: ``ID: failed: rank 3 (host7), step 812, RuntimeError: ...`` (piped, the
+    table stays alone; ``--json`` has failure_line)."""
+    if not out.rich:
+        return
+    for r in rows:
+        if r["status"] == "failed" and r.get("failure_line"):
+            info(f"{r['id']}: {r['failure_line']}")
 
 
 _SHOWN = ("id", "project", "name", "status", "ranks", "sessions", "last_step", "started", "duration_s", "duration")
@@ -193,16 +210,17 @@ def _query_ls(pairs: list, where: str, as_json: bool, where_expr: str | None, co
     head = _COLUMNS + [Column(k, _numeric(table, rows, k)) for k in extra]
     output.table(head, ([*_default_cells(table.pairs[i][0], now), *(_cell(table, i, k, now) for k in extra)]
                         for i in rows))
+    _say_failures(output, [table.pairs[i][0] for i in rows])
     return 0
 
 
-def _numeric(table, rows: Sequence[int], key: str) -> bool:
+def _numeric(table: RunsTable, rows: Sequence[int], key: str) -> bool:
     """Whether a column of ``key`` holds numbers (right-aligned)."""
     return key not in _TIMES and all(
         v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in (table.value(i, key) for i in rows))
 
 
-def _cell(table, i: int, key: str, now: float):
+def _cell(table: RunsTable, i: int, key: str, now: float) -> Cell:
     """The cell of run ``i`` for ``key``, formatted as the default table formats it."""
     row = table.pairs[i][0]
     if key == "id":
@@ -212,14 +230,15 @@ def _cell(table, i: int, key: str, now: float):
     if key == "last_step":
         return fmt_last_step(row["last_step"], row["last_step_updated"], row["status"] == "running", now)
     v = table.value(i, key)
+    # value() gives an object: a _TIMES key holds a unix time or None, a duration seconds
     if key in _TIMES:
-        return fmt_time(v)
+        return fmt_time(v)  # type: ignore[arg-type]
     if key in ("duration", "duration_s"):
-        return fmt_duration(v)
+        return fmt_duration(v)  # type: ignore[arg-type]
     return _value_cell(v)
 
 
-def _value_cell(v: object):
+def _value_cell(v: object) -> Cell:
     if v is None or isinstance(v, str):
         return data(v if v is not None else "-")
     if isinstance(v, bool):

@@ -12,11 +12,15 @@ from __future__ import annotations
 import base64
 import io
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
 
 from . import _series as S
+
+if TYPE_CHECKING:
+    from nblog import RunReader
 
 MAX_BUCKETS = 2000  # per chart: buckets of the x axis (each series keeps mean/min/max)
 HEAT_COLUMNS = 400  # step buckets of a timer heat map
@@ -52,16 +56,22 @@ def _flatten(config: object, prefix: str = "") -> list[list]:
     return out
 
 
-def run_info(reader) -> dict:
-    """Identity, launcher, config (flattened) and sessions of one run."""
+def run_info(reader: RunReader) -> dict:
+    """Identity, status (as ``nb ls`` says it: a failure on any rank makes it failed),
+    failure (the ``failed: rank 3 (host7), ...`` line, or None), launcher, config
+    (flattened) and sessions of one run."""
+    from nblog.reader import run_summary
+
     meta = reader.meta
+    row = run_summary(reader.dir)
     keys = ("session", "start", "host", "pid", "first_step", "last_step", "end", "end_reason", "world_size")
     sessions = [{k: s.get(k) for k in keys} for s in meta.get("sessions") or [] if isinstance(s, dict)]
     return {
         "id": reader.id,
         "project": reader.project,
         "name": meta.get("name"),
-        "status": meta.get("status"),
+        "status": row["status"],
+        "failure": row["failure_line"],
         "world_size": meta.get("world_size"),
         "launcher": meta.get("launcher"),
         "job_id": meta.get("job_id"),
@@ -74,7 +84,7 @@ def run_info(reader) -> dict:
     }
 
 
-def _scalar_tags(reader) -> list[str]:
+def _scalar_tags(reader: RunReader) -> list[str]:
     names: set[str] = set()
     for r in reader.ranks():
         names.update(reader.tags(r, "scalar"))
@@ -158,7 +168,7 @@ def heat_map(tag: str, frame: pl.DataFrame, report: dict | None, columns: int = 
     return out
 
 
-def timer_maps(reader, columns: int = HEAT_COLUMNS) -> list[dict]:
+def timer_maps(reader: RunReader, columns: int = HEAT_COLUMNS) -> list[dict]:
     """Every timer of the run as a heat map, stragglers by ``nb timers``' rule."""
     from nblog.reader import timer_report
 
@@ -183,7 +193,7 @@ def _metric_group(tag: str) -> tuple[str, str]:
     return name, name
 
 
-def system_charts(reader, max_buckets: int = MAX_BUCKETS) -> list[dict]:
+def system_charts(reader: RunReader, max_buckets: int = MAX_BUCKETS) -> list[dict]:
     """Per machine: one chart per metric (x: unix seconds), one line per GPU for GPU
     metrics (the GPU grid), each line the bucket mean with its min/max band."""
     out = []
@@ -212,7 +222,7 @@ def system_charts(reader, max_buckets: int = MAX_BUCKETS) -> list[dict]:
     return out
 
 
-def texts(reader, limit: int = MAX_TEXTS) -> dict:
+def texts(reader: RunReader, limit: int = MAX_TEXTS) -> dict:
     """The latest ``limit`` text records of every rank (text cut at MAX_TEXT_CHARS)."""
     df = reader.text(all_ranks=True)
     total = len(df)
@@ -224,7 +234,7 @@ def texts(reader, limit: int = MAX_TEXTS) -> dict:
     return {"rows": rows, "total": total}
 
 
-def images(reader, limit: int = MAX_IMAGES, per_tag: int = IMAGES_PER_TAG) -> dict:
+def images(reader: RunReader, limit: int = MAX_IMAGES, per_tag: int = IMAGES_PER_TAG) -> dict:
     """Thumbnails (PNG, base64) of the latest images: up to ``per_tag`` of each tag and
     ``limit`` in all; an image that cannot be read is counted, not shown."""
     recs = reader.media(kind="image")

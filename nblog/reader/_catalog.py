@@ -102,9 +102,13 @@ def run_summary(run_dir: str, now: float | None = None, stale_after: float = STA
     seconds: when rank 0 recorded last_step in run.json, every few seconds while the
     step moves; None when unknown), started (unix seconds), duration_s (active time:
     sessions added up, queue gaps left out), last_write (unix seconds), size_bytes, path,
-    failure (rank 0's uncaught exception in the latest session, as run.json records it:
-    rank, type, message, step, wall; None otherwise: other ranks' failures are only in
-    their event logs, which ``nb show`` reads).
+    failure (the earliest uncaught exception of the latest session on any rank, from
+    the failure marks failing ranks write (nblog/reader/_failures.py): rank, session,
+    host, pid, type, message, step, wall, thread; for a run without marks, rank 0's as
+    run.json records it; None otherwise), failed_after (how many other ranks failed
+    after it), failure_line (``failed: rank 3 (host7), step 812, RuntimeError: ...``,
+    or None). A run with a failure mark of its latest session is "failed", whatever
+    rank 0 wrote in run.json.
     """
     row = _summary(os.path.abspath(run_dir), time.time() if now is None else now, stale_after, False)
     assert row is not None
@@ -136,7 +140,7 @@ def run_status(meta: Mapping, last_write: float | None, now: float | None = None
         return status
     sessions = [s for s in meta.get("sessions") or [] if isinstance(s, dict)]
     if sessions:
-        last = max(sessions, key=lambda s: s.get("session") if s.get("session").__class__ is int else -1)
+        last = max(sessions, key=lambda s: s["session"] if s.get("session").__class__ is int else -1)
         end = last.get("end")
         if isinstance(end, (int, float)) and not isinstance(end, bool):
             return "preempted"
@@ -154,6 +158,7 @@ def _summary(run_dir: str, now: float, stale_after: float, only_runs: bool, meta
     appended (``{}`` when it is unreadable). With a ``cache`` whose stamps match, the
     listing and the read of run.json become a ``stat`` each."""
     ranks: set[int] = set()
+    marks: list[str] = []  # failure marks (reader/_failures.py): any rank's uncaught exception
     last_write = 0.0
     size = 0
     has_json = False
@@ -164,7 +169,8 @@ def _summary(run_dir: str, now: float, stale_after: float, only_runs: bool, meta
         except OSError:
             names = []
         if cache is not None:
-            cache.put_names(run_dir, [n for n in names if n == RUN_JSON or n.startswith(("events.", "media."))])
+            cache.put_names(run_dir, [n for n in names
+                                      if n == RUN_JSON or n.startswith(("events.", "media.", "failure."))])
     prefix = run_dir + os.sep
     for name in names:
         if name.startswith("events."):
@@ -176,6 +182,9 @@ def _summary(run_dir: str, now: float, stale_after: float, only_runs: bool, meta
             continue
         elif name.startswith("media."):
             rs = None
+        elif name.startswith("failure."):
+            marks.append(name)
+            continue
         else:
             continue
         try:
@@ -192,16 +201,17 @@ def _summary(run_dir: str, now: float, stale_after: float, only_runs: bool, meta
     meta = None
     if has_json or not only_runs:
         hit = cache.meta(prefix + RUN_JSON, run_dir) if cache is not None and has_json else None
+        json_st: os.stat_result | None
         if hit is not None:
-            meta, st = hit
+            meta, json_st = hit
         else:
-            meta, st = read_json_file(prefix + RUN_JSON)
+            meta, json_st = read_json_file(prefix + RUN_JSON)
             if cache is not None and meta is not None:
-                meta = cache.put_meta(run_dir, meta, st)
-        if st is not None:
-            size += st.st_size
-            if st.st_mtime > last_write:
-                last_write = st.st_mtime
+                meta = cache.put_meta(run_dir, meta, json_st)
+        if json_st is not None:
+            size += json_st.st_size
+            if json_st.st_mtime > last_write:
+                last_write = json_st.st_mtime
     meta = meta or {}
     if metas is not None:
         metas.append({k: meta[k] for k in ("config", "summary") if k in meta})
@@ -227,7 +237,7 @@ def _summary(run_dir: str, now: float, stale_after: float, only_runs: bool, meta
             last_step = s["last_step"]
             updated = s.get("updated")
             last_step_updated = updated if isinstance(updated, (int, float)) and not isinstance(updated, bool) else None
-    return {
+    row = {
         # the folder's names, which RUN arguments resolve to (a copied or linked run
         # folder keeps its run.json's id: listing that would name a run that does not open)
         "id": os.path.basename(os.path.normpath(run_dir)),
@@ -244,8 +254,32 @@ def _summary(run_dir: str, now: float, stale_after: float, only_runs: bool, meta
         "last_write": last_write or None,
         "size_bytes": size,
         "path": run_dir,
-        "failure": _failure(sessions),
+        **_failed(run_dir, sessions, marks),
     }
+    if row.pop("_marked"):
+        row["status"] = "failed"  # a rank failed in the latest session, whatever rank 0 wrote
+    return row
+
+
+def _failed(run_dir: str, sessions: list, marks: list[str]) -> dict:
+    """failure, failed_after and failure_line of a run's row, and marked (whether a
+    rank's failure mark says the latest session failed): the earliest failure mark of
+    the latest session, else run.json's (rank 0's, as runs of older nblog recorded it)."""
+    from ..format._runfile import parse_failure_file_name
+    from ._failures import failure_line, first_failure, read_marks
+
+    failure, after = None, 0
+    if marks:
+        numbers = [s["session"] for s in sessions if isinstance(s, dict) and s.get("session").__class__ is int]
+        if not numbers:  # no run.json: the marks' latest session
+            numbers = [rs[1] for rs in map(parse_failure_file_name, marks) if rs is not None]
+        if numbers:
+            failure, after = first_failure(read_marks(run_dir, marks, max(numbers)))
+    marked = failure is not None
+    if failure is None:
+        failure = _failure(sessions)
+    return {"failure": failure, "failed_after": after, "failure_line": failure_line(failure, after),
+            "_marked": marked}
 
 
 def _failure(sessions: list) -> dict | None:

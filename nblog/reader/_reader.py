@@ -66,6 +66,7 @@ FAILURE_SCHEMA = {
     "type": pl.String,  # the exception's class name
     "message": pl.String,
     "traceback": pl.String,
+    "thread": pl.String,  # the thread it ended, when not the main one (threading.excepthook)
 }
 #: Columns of :meth:`RunReader.alerts` frames.
 ALERT_SCHEMA = {
@@ -628,12 +629,13 @@ class RunReader:
 
     def failures(self) -> pl.DataFrame:
         """Uncaught exceptions, one row per failing rank and session, earliest first:
-        rank, session, step, wall_time, host, type, message, traceback
-        (:data:`FAILURE_SCHEMA`). A rank killed by a signal has no row: its session
+        rank, session, step, wall_time, host, type, message, traceback, thread (None:
+        the main thread; :data:`FAILURE_SCHEMA`). A rank killed by a signal has no row: its session
         has no END record (:meth:`sessions`, ``end`` None)."""
         rows = [{"rank": e["rank"], "session": e["session"], "step": e["step"], "wall_time": e["wall"],
                  "host": e["host"], "type": _text_or_none(e.get("type")),
-                 "message": _text_or_none(e.get("message")), "traceback": _text_or_none(e.get("traceback"))}
+                 "message": _text_or_none(e.get("message")), "traceback": _text_or_none(e.get("traceback")),
+                 "thread": _text_or_none(e.get("thread"))}
                 for e in self.events("failure")]
         return pl.DataFrame(rows, schema=FAILURE_SCHEMA)
 

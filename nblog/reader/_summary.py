@@ -15,6 +15,7 @@ import numpy as np
 
 from ..format import _format as F
 from ._catalog import run_summary
+from ._failures import failure_line, unended_line
 from ._media_read import pack_check
 from ._reader import RunReader
 from ._select import tag_matcher
@@ -360,34 +361,6 @@ def timer_report(
 
 #: Text lines of a failure's traceback that ``nb show`` prints (``--json`` has it whole).
 TRACEBACK_LINES = 40
-
-
-def failure_line(failure: dict | None, after: int = 0) -> str | None:
-    """``failed: rank 3 (host7), step 812, RuntimeError: CUDA out of memory`` for the
-    failure event ``failure`` (None: None), plus how many other ranks failed after it."""
-    if not failure:
-        return None
-    where = f"rank {failure.get('rank')}"
-    if failure.get("host"):
-        where += f" ({failure['host']})"
-    step = failure.get("step")
-    message = (failure.get("message") or "").strip().splitlines()
-    first_line = message[0] if message else ""
-    if len(first_line) > 300:
-        first_line = first_line[:297] + "..."
-    what = str(failure.get("type") or "?") + (f": {first_line}" if message else "")
-    line = f"failed: {where}, " + (f"step {step}, " if step is not None else "before the first step, ") + what
-    if after:
-        line += f" ({after} other rank{'s' if after != 1 else ''} failed after it)"
-    return line
-
-
-def unended_line(session: dict) -> str:
-    """``rank 2 session 0 ended without an END record (killed? last step N)``."""
-    step = session.get("last_step")
-    host = f" ({session['host']})" if session.get("host") else ""
-    return (f"rank {session['rank']}{host} session {session['session']} ended without an END record "
-            f"(killed? last step {step if step is not None else 'none'})")
 
 
 def incidents(reader: RunReader, files: list[dict] | None = None, status: str | None = None) -> dict:

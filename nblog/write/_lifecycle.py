@@ -6,6 +6,8 @@ Every live Run is registered here. Hooks are installed once, on the first ``init
   log (type, message, traceback, step, time: :meth:`Run._log_failure`, on every rank
   that has or can create an event log), then the runs finish with status "failed"
   (the failure written before the END record), then the previous hook runs.
+- ``threading.excepthook``: an uncaught exception that ends another thread is recorded
+  the same way (with the thread's name; the runs go on), then the previous hook runs.
 - SIGTERM (Slurm preemption, torchrun stopping workers), main thread only: flush every
   run within 1 s, then the previous handler runs. Points, text and counters are
   written first (milliseconds); queued media is encoded for the rest of that second.
@@ -29,14 +31,22 @@ import weakref
 
 from .. import _log as log
 
-_runs: weakref.WeakSet = weakref.WeakSet()
+TYPE_CHECKING = False  # typing is not imported: `import nblog` stays light
+if TYPE_CHECKING:
+    from types import FrameType, TracebackType
+    from typing import Any
+
+    from ._run import Run
+
+_runs: weakref.WeakSet[Run] = weakref.WeakSet()
 _installed = False
-_previous_sigterm = None
-_previous_excepthook = None
+_previous_sigterm: Any = None  # signal.getsignal's answer: a handler, SIG_DFL, SIG_IGN or None
+_previous_excepthook: Any = None
+_previous_thread_hook: Any = None
 _failed = False
 
 
-def register(run) -> None:
+def register(run: Run) -> None:
     """Track ``run`` for the exit, exception, signal and fork hooks."""
     global _installed
     _runs.add(run)
@@ -45,20 +55,22 @@ def register(run) -> None:
         _install()
 
 
-def _live():
+def _live() -> list[Run]:
     return [r for r in list(_runs) if not r._finished]
 
 
-def active(rank: int) -> list:
+def active(rank: int) -> list[Run]:
     """The runs of ``rank`` that this process started and has not finished."""
     return [r for r in _live() if r.rank == rank]
 
 
 def _install() -> None:
-    global _previous_excepthook, _previous_sigterm
+    global _previous_excepthook, _previous_sigterm, _previous_thread_hook
     atexit.register(_at_exit)
     _previous_excepthook = sys.excepthook
     sys.excepthook = _excepthook
+    _previous_thread_hook = threading.excepthook
+    threading.excepthook = _thread_excepthook
     os.register_at_fork(after_in_child=_after_fork_in_child)
     if threading.current_thread() is threading.main_thread():
         import signal
@@ -75,7 +87,7 @@ def _at_exit() -> None:
         run.finish("failed" if _failed else "finished")
 
 
-def _excepthook(exc_type, exc, tb) -> None:
+def _excepthook(exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
     global _failed
     if not issubclass(exc_type, KeyboardInterrupt):
         _failed = True
@@ -92,7 +104,23 @@ def _excepthook(exc_type, exc, tb) -> None:
     hook(exc_type, exc, tb)
 
 
-def _on_sigterm(signum, frame) -> None:
+def _thread_excepthook(args: Any) -> None:
+    """An uncaught exception that ended a thread other than the main one: recorded as a
+    failure of each live run (with the thread's name), which goes on; then the hook
+    that was there before (Python's prints it). A thread's SystemExit is no failure."""
+    if not issubclass(args.exc_type, SystemExit):
+        name = getattr(args.thread, "name", None)
+        for run in _live():
+            try:
+                run._log_failure(args.exc_type, args.exc_value, args.exc_traceback,
+                                 thread=name if isinstance(name, str) else "?")
+            except Exception as err:
+                log.warning("nblog: could not record the failure in %r: %r", run, err)
+    hook = _previous_thread_hook or threading.__excepthook__
+    hook(args)
+
+
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     import signal
 
     previous = _previous_sigterm
@@ -108,7 +136,7 @@ def _on_sigterm(signum, frame) -> None:
         previous(signum, frame)
 
 
-def _close_for_signal(run, reason: str) -> None:
+def _close_for_signal(run: Run, reason: str) -> None:
     """Write everything ``run`` holds and close its files before the process dies.
 
     Also for a run whose ``finish()`` the signal interrupted (it is marked finished

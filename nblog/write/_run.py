@@ -29,6 +29,15 @@ from ._device import capture as _capture
 from ._device import kind as _tensor_kind
 from ._writer import Writer
 
+TYPE_CHECKING = False  # typing is not imported: `import nblog` stays light
+if TYPE_CHECKING:
+    import threading
+    from collections.abc import Mapping
+    from types import FrameType, TracebackType
+    from typing import Any
+
+    from ..format._runfile import RunFile
+
 _mono_ns = time.monotonic_ns
 _perf = time.perf_counter
 _pack = F.POINT.pack
@@ -42,6 +51,7 @@ _MAX_TITLE = 1024
 _MAX_ALERT_TEXT = 64 << 10
 _MAX_MESSAGE = 8 << 10
 _MAX_TRACEBACK = 64 << 10
+_MAX_FAILURES = 16  # failure events recorded per run (a thread that dies again and again)
 _MAX_ERROR_FILE = 64 << 10
 
 
@@ -58,7 +68,7 @@ def _is_utf8(s: str) -> bool:
     return True
 
 
-def _noop(*args, **kwargs) -> None:
+def _noop(*args: object, **kwargs: object) -> None:
     """Does nothing: bound in place of logging calls on ranks that do not log."""
 
 
@@ -73,10 +83,10 @@ class _NoTimer:
 
     __slots__ = ()
 
-    def __enter__(self):
+    def __enter__(self) -> _NoTimer:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         return None
 
     def __call__(self, fn: Callable) -> Callable:
@@ -107,7 +117,7 @@ class Timer:
         self._t0 = _perf()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         seconds = _perf() - self._t0
         run = self._run
         if run._finished:  # a timer made before finish (a decorated function) used after it
@@ -138,7 +148,7 @@ class Timer:
         run, tid, step = self._run, self._tid, self._step
 
         @wraps(fn)
-        def timed(*args, **kwargs):
+        def timed(*args: Any, **kwargs: Any) -> Any:
             with Timer(run, tid, step):
                 return fn(*args, **kwargs)
 
@@ -238,9 +248,9 @@ class Run(MediaMixin):
         self._on_finish: list[Callable[[], None]] = []
         self._on_flush: list[Callable[[], None]] = []  # the console's step stamp (_console)
         self._failure: dict | None = None  # the uncaught exception recorded (run.json keeps it)
-        self._provenance = None  # the thread recording provenance (_provenance.start)
+        self._provenance: threading.Thread | None = None  # the thread recording provenance (_provenance.start)
         self._alerted: dict[str, list] = {}  # title -> [monotonic time of the last, suppressed]
-        self._runfile = None  # rank 0's RunFile (run.json), set by init; update_config writes through it
+        self._runfile: RunFile | None = None  # rank 0's RunFile (run.json), set by init; update_config writes through it
         can_time = run_dir is not None and make_writer is not None
         if not is_logging:
             if can_time and scalars_all_ranks:  # this rank logs its own scalars
@@ -256,7 +266,8 @@ class Run(MediaMixin):
 
     # -- logging calls -------------------------------------------------------------
 
-    def add_scalar(self, tag, value=None, step=None, all_ranks=None) -> None:
+    def add_scalar(self, tag: str | Mapping[str, object], value: object = None, step: int | None = None,
+                   all_ranks: bool | None = None) -> None:
         """Log one scalar, or a dict of them, at ``step``. Rank 0 only by default; never raises.
 
         Two forms: ``add_scalar("train/loss", 0.5, step=10)`` (as
@@ -415,7 +426,8 @@ class Run(MediaMixin):
                     if hi[tid] < step:
                         hi[tid] = step
 
-    def _remember_step(self, tag=None, value=None, step=None, all_ranks=None) -> None:
+    def _remember_step(self, tag: Any = None, value: object = None,
+                       step: int | None = None, all_ranks: bool | None = None) -> None:
         """add_scalar on a rank that does not log scalars but times: keep the step;
         with ``all_ranks=True``, log on this rank as rank 0 does (creating its writer)."""
         if all_ranks:
@@ -426,7 +438,8 @@ class Run(MediaMixin):
             self._counter = step + 1
         self._step = step
 
-    def _add_scalar_unless_opted_out(self, tag, value=None, step=None, all_ranks=None) -> None:
+    def _add_scalar_unless_opted_out(self, tag: str | Mapping[str, object], value: object = None,
+                                     step: int | None = None, all_ranks: bool | None = None) -> None:
         """add_scalar on a non-zero rank of an ``init(scalars_all_ranks=True)`` run: logs,
         unless the call says ``all_ranks=False`` (then only the step is kept)."""
         if all_ranks is False:
@@ -481,7 +494,7 @@ class Run(MediaMixin):
         except Exception as err:
             self._internal(err)
 
-    def timer(self, name: str, step: int | None = None, all_ranks: bool | None = None):
+    def timer(self, name: str, step: int | None = None, all_ranks: bool | None = None) -> Timer | _NoTimer:
         """A context manager and decorator that logs seconds spent under tag ``name``.
 
         Args:
@@ -562,18 +575,27 @@ class Run(MediaMixin):
             if self._writer is None and not self._ensure_writer():
                 log.info("nblog alert (%s) on rank %d, not recorded: %s: %s", level, self.rank, title, text[:200])
                 return
+            assert self._writer is not None  # made by _ensure_writer
             self._writer.events.append(event)
         except StrictModeError:
             raise
         except Exception as err:
             self._internal(err)
 
-    def _log_failure(self, exc_type, exc, tb) -> None:
-        """Record an uncaught exception (type, message, traceback, step, time) in this
-        rank's own event log, creating it if this rank has none yet; written at the
-        finish that follows (before its END record). Once per run; never raises."""
-        if self._failure is not None or self._finished:
+    def _log_failure(self, exc_type: type[BaseException], exc: BaseException | None,
+                     tb: TracebackType | None, thread: str | None = None) -> None:
+        """Record an uncaught exception (type, message, traceback, step, time; ``thread``:
+        the name of the thread it ended, None for the main one) in this rank's own event
+        log, creating it if this rank has none yet; written at the finish that follows
+        (before its END record), or at the next flush for a thread's. The first one of
+        the run also goes to run.json (rank 0) and to the failure mark
+        ``failure.r<rank>.s<session>.json`` in the run folder, which listings read. Each
+        exception once (a ``with`` block, then the hook, see the same one), at most
+        :data:`_MAX_FAILURES` per run; never raises."""
+        seen: list[int] = self.__dict__.setdefault("_failures_seen", [])
+        if self._finished or id(exc) in seen or len(seen) >= _MAX_FAILURES:
             return
+        seen.append(id(exc))
         try:
             import traceback
 
@@ -594,17 +616,32 @@ class Run(MediaMixin):
             event = {"kind": "failure", "type": name, "module": module if module != "builtins" else None,
                      "message": message[:_MAX_MESSAGE], "traceback": lines, "step": self._step,
                      "wall": wall, "ms": (_mono_ns() - self._t0) // 1_000_000, "pid": os.getpid()}
+            if thread is not None:
+                event["thread"] = thread
             error_file = os.environ.get("TORCHELASTIC_ERROR_FILE")
             if error_file:
                 event["error_file"] = error_file
                 event["error_file_content"] = _read_error_file(error_file)
-            self._failure = {"rank": self.rank, "type": name, "message": message[:500], "step": self._step,
-                             "wall": wall}
+            first = self._failure is None
+            if first:
+                self._failure = {"rank": self.rank, "type": name, "message": message[:500], "step": self._step,
+                                 "wall": wall, **({"thread": thread} if thread is not None else {})}
             if self._writer is None and not self._ensure_writer():
                 return
+            assert self._writer is not None  # made by _ensure_writer
             self._writer.events.append(event)
+            if first and self.dir is not None:
+                self._mark_failure(self._failure)
         except Exception as err:
             self._internal(err)
+
+    def _mark_failure(self, failure: dict) -> None:
+        """Write the failure mark of this rank's session (see nblog/reader/_failures.py)."""
+        from ..format._runfile import failure_file_name, write_json_atomic
+        from ._launch import hostname
+
+        mark = {**failure, "session": self.session, "host": hostname(os.environ), "pid": os.getpid()}
+        write_json_atomic(os.path.join(self.dir, failure_file_name(self.rank, self.session)), mark)
 
     def _log_system(self, values: dict[str, float], wall: float | None = None) -> None:
         """Log system metrics (tag → value) at the current step. Used by the sampler."""
@@ -635,7 +672,8 @@ class Run(MediaMixin):
         inner = self.add_scalar
         own = "add_scalar" in self.__dict__  # a no-op or step-remembering binding
 
-        def add_scalar(tag, value=None, step=None, all_ranks=None) -> None:
+        def add_scalar(tag: str | Mapping[str, object], value: object = None, step: int | None = None,
+                       all_ranks: bool | None = None) -> None:
             inner(tag, value, step, all_ranks)
             if self._step is not None:
                 self._emit_deferred(self._step)
@@ -774,7 +812,7 @@ class Run(MediaMixin):
         """
 
         def bind(name: str, result: Callable) -> None:
-            def after_finish(*args, **kwargs):
+            def after_finish(*args: Any, **kwargs: Any) -> Any:
                 self._after_finish(name)
                 return result(*args, **kwargs)
 
@@ -804,7 +842,7 @@ class Run(MediaMixin):
         message += f"; stored, and readers show both ({hint})"
         self._warn_once(("step_back", tag), message)
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[[dict], Run], tuple[dict]]:
         """Pickle as an inert copy (see the class docstring): no writer, thread or lock."""
         return (_inert_copy, ({
             "project": self.project, "name": self.name, "run_id": self.id, "run_dir": self.dir,
@@ -823,7 +861,8 @@ class Run(MediaMixin):
     def __enter__(self) -> Run:
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         clean_exit = exc_type is not None and issubclass(exc_type, SystemExit) and getattr(exc, "code", None) in (0, None)
         if exc_type is not None and not clean_exit:
             self._log_failure(exc_type, exc, tb)
@@ -884,7 +923,7 @@ class Run(MediaMixin):
             table[tag] = tid
         return tid
 
-    def _to_float(self, value: object, tag: object) -> float | None:
+    def _to_float(self, value: Any, tag: object) -> float | None:
         cls = value.__class__
         if cls is int or cls is bool:
             try:
@@ -935,7 +974,7 @@ class Run(MediaMixin):
             hi[tid] = step
         self._writer.pending.append((step, tid, ms, captured[0], captured[1]))
 
-    def _check_step(self, step: object, tag: object) -> int | None:
+    def _check_step(self, step: Any, tag: object) -> int | None:
         if isinstance(step, bool):
             self._reject("bad_step", tag, "step must be an int, got bool")
             return None
@@ -1014,7 +1053,7 @@ def _read_error_file(path: str) -> object:
 
 def _call_site() -> str:
     """``file:line`` of the first frame outside nblog (the user's logging call)."""
-    f = sys._getframe(1)
+    f: FrameType | None = sys._getframe(1)
     while f is not None and os.path.dirname(os.path.abspath(f.f_code.co_filename)) in _NBLOG_DIRS:
         f = f.f_back
     return f"{f.f_code.co_filename}:{f.f_lineno}" if f is not None else "?"
