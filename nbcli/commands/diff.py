@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from .._options import Json, Root
 from .._output import (
+    Cell,
     Column,
     Output,
     data,
@@ -22,7 +23,7 @@ from .._output import (
 _MARK = "*"
 
 
-def _value(v: object, present: bool = True) -> object:
+def _value(v: object, present: bool = True) -> Cell:
     """A cell of logged data: text cleaned, numbers formatted, lists/dicts as compact JSON."""
     if not present:
         return data("(absent)", "dim")
@@ -37,7 +38,8 @@ def _value(v: object, present: bool = True) -> object:
     return data(fmt_config_value(v, 60))
 
 
-def _session_value(field: str, v: object) -> object:
+def _session_value(field: str, v: Any) -> Cell:
+    """A session field's cell; ``v`` is a JSON value of diff_runs (start: unix time, duration_s: seconds)."""
     if v is None:
         return None
     if field == "start":
@@ -47,7 +49,7 @@ def _session_value(field: str, v: object) -> object:
     return _value(v)
 
 
-def _mark(differs: bool) -> object:
+def _mark(differs: bool) -> Cell:
     return styled(_MARK, "yellow bold") if differs else ""
 
 
@@ -109,7 +111,7 @@ def _print(info: dict) -> None:
               title="Environment")
     out.gap()
     counts = info["sessions"]["count"]
-    lines = [["-", "sessions", _mark(len(set(counts)) > 1), *counts]]
+    lines: list[list[Cell]] = [["-", "sessions", _mark(len(set(counts)) > 1), *counts]]
     lines += [[f["session"], f["label"], _mark(f["differs"]), *(_session_value(f["field"], v) for v in f["values"])]
               for f in info["sessions"]["fields"]]
     out.table([Column("SESSION", True), Column("FIELD"), Column("DIFF"), *(Column(lb, True) for lb in labels)], lines,
@@ -135,7 +137,37 @@ def _print(info: dict) -> None:
                   ([data(t["tag"], "bold"), ", ".join(t["runs"])] for t in tags["only_some"]),
                   title="Tags only some runs have")
     out.gap()
+    _print_code(out, info["code"], labels)
+    out.gap()
     out.fields([("differ", "yes" if info["differ"] else "no")])
+
+
+def _code_value(field: str, v: object) -> Cell | None:
+    if v is None:
+        return None
+    if field == "commit" and isinstance(v, str):
+        return data(v[:12])
+    if field == "dirty":
+        return "yes" if v else "no"
+    return _value(v)
+
+
+def _print_code(out: Output, code: dict, labels: list[str]) -> None:
+    """What code ran (rank 0's provenance of each run's latest session), and the
+    installed distributions whose versions differ."""
+    if not any(code["records"]):
+        out.fields([], title="Code: no run recorded its provenance")
+        return
+    out.table([Column("FIELD"), Column("DIFF"), *(Column(lb) for lb in labels)],
+              ([f["label"], _mark(f["differs"]), *(_code_value(f["field"], v) for v in f["values"])]
+               for f in code["fields"]),
+              title="Code (rank 0's provenance, latest session)")
+    if code["packages"]:
+        out.gap()
+        out.table([Column("PACKAGE"), *(Column(lb) for lb in labels)],
+                  ([data(p["name"], "bold"), *(data(v) if v is not None else None for v in p["versions"])]
+                   for p in code["packages"]),
+                  title=f"Packages that differ: {len(code['packages'])}")
 
 
 def register(app: typer.Typer) -> None:

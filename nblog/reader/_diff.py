@@ -12,11 +12,16 @@ The first run is the base. Sections:
 - sessions: how many, and per session number its host, world size, steps, end reason;
 - tags: the last value (and its step), min and max of each scalar tag of rank 0 every
   run has, and the tags only some runs have.
+- code: what code ran, from rank 0's provenance of its latest session (commit, branch,
+  dirty, the uncommitted diff's size and hash, remote, command line, executable, Python,
+  torch / CUDA / NCCL, numpy), and the installed distributions whose versions differ.
 
 ``differ`` says whether a difference that is counted was found: config, environment
 and session fields count, except those that differ between any two runs by nature
 (job id, hosts, times, durations); tag values never count (two runs of one config
-rarely log equal floats), a tag missing from some runs does.
+rarely log equal floats), a tag missing from some runs does; code fields count when
+every run recorded its provenance, except branch, remote, command line and executable
+(paths and output folders differ between runs of one code), as do differing packages.
 """
 
 from __future__ import annotations
@@ -92,7 +97,7 @@ def config_diff(configs: Sequence[object]) -> tuple[list[dict], int]:
 def _log_hosts(run_dir: str) -> set[str]:
     """The hosts named in the headers of the run's event logs (every writing rank and
     session), read without loading the logs."""
-    hosts = set()
+    hosts: set[str] = set()
     for path in event_files(run_dir).values():
         host = read_header(path).get("host")
         if isinstance(host, str) and host:
@@ -133,6 +138,98 @@ def _sessions(meta: dict) -> list[dict]:
     return [s for s in meta.get("sessions") or [] if isinstance(s, dict)]
 
 
+#: (key, label, counted) of the code section: rank 0's provenance of its latest session
+CODE_FIELDS = (
+    ("commit", "commit", True),
+    ("branch", "branch", False),
+    ("dirty", "dirty", True),
+    ("diff", "uncommitted diff", True),
+    ("remote", "remote", False),
+    ("command", "command", False),
+    ("executable", "executable", False),
+    ("python", "python", True),
+    ("torch", "torch", True),
+    ("cuda", "cuda", True),
+    ("nccl", "nccl", True),
+    ("numpy", "numpy", True),
+)
+_MAX_DIFF_READ = 1 << 21  # the diff file holds at most 1 MiB (write/_provenance.DIFF_LIMIT)
+
+
+def _code(run_dir: str) -> tuple[dict | None, dict]:
+    """(rank 0's provenance record of its latest session or None, its CODE_FIELDS values)."""
+    import hashlib
+    import os
+    import shlex
+
+    from ..format._runfile import open_regular
+    from ._summary import provenance
+
+    records = [p for p in provenance(run_dir) if p.get("rank") == 0 and isinstance(p.get("session"), int)]
+    rec = max(records, key=lambda p: p["session"]) if records else None
+    if rec is None:
+        return None, {k: None for k, _l, _c in CODE_FIELDS}
+    git = rec.get("git") if isinstance(rec.get("git"), dict) else {}
+    libs = rec.get("libraries") if isinstance(rec.get("libraries"), dict) else {}
+    torch = libs.get("torch") if isinstance(libs.get("torch"), dict) else {}
+    python = rec.get("python") if isinstance(rec.get("python"), dict) else {}
+    argv = rec.get("argv")
+    diff = None
+    name = git.get("diff_file")
+    if isinstance(name, str) and os.path.basename(name) == name and name:
+        try:
+            with open_regular(os.path.join(run_dir, name)) as f:
+                data = f.read(_MAX_DIFF_READ)
+            diff = f"{len(data)} B, sha256 {hashlib.sha256(data).hexdigest()[:12]}"
+        except OSError:
+            diff = None
+
+    def text(v: object) -> str | None:
+        return v if isinstance(v, str) else None
+
+    return rec, {
+        "commit": text(git.get("commit")),
+        "branch": text(git.get("branch")),
+        "dirty": git.get("dirty") if isinstance(git.get("dirty"), bool) else None,
+        "diff": diff,
+        "remote": text(git.get("remote")),
+        "command": shlex.join(str(a) for a in argv) if isinstance(argv, list) else None,
+        "executable": text(rec.get("executable")),
+        "python": text(python.get("version")),
+        "torch": text(torch.get("version")),
+        "cuda": text(torch.get("cuda")),
+        "nccl": text(torch.get("nccl")),
+        "numpy": text(libs.get("numpy")),
+    }
+
+
+def code_diff(run_dirs: Sequence[str]) -> dict:
+    """What code ran in each run, side by side: rank 0's provenance of its latest session.
+
+    Keys: records (per run: the provenance file read, or None when the run has none),
+    fields (per field of :data:`CODE_FIELDS`: field, label, values, differs, counted:
+    a field counts only when every run has a record), packages (the installed
+    distributions whose versions differ: name, versions (per run; None where it is not
+    installed), by name; empty unless every run has a record).
+    """
+    recs, values = zip(*(_code(d) for d in run_dirs), strict=True)
+    every = all(r is not None for r in recs)
+    fields = []
+    for key, name, count in CODE_FIELDS:
+        vals = [v[key] for v in values]
+        fields.append({"field": key, "label": name, "values": vals, "differs": not _same(vals),
+                       "counted": count and every})
+    dists = [r.get("distributions") if r is not None and isinstance(r.get("distributions"), dict) else {}
+             for r in recs]
+    packages = []
+    for pkg in sorted(set().union(*dists) if every else (), key=lambda n: (str(n).lower(), str(n))):
+        versions = [d.get(pkg) if isinstance(d.get(pkg), str) else None for d in dists]
+        if not _same(versions):
+            packages.append({"name": pkg, "versions": versions})
+    return {"records": [r.get("file") if r is not None else None for r in recs], "fields": fields,
+            "packages": packages}
+
+
 def diff_runs(runs: Sequence[str], root: str | None = None) -> dict:
     """How the runs ``runs`` (ids, prefixes, paths: as :class:`RunReader` takes them)
     differ; see the module docstring for the sections.
@@ -144,7 +241,7 @@ def diff_runs(runs: Sequence[str], root: str | None = None) -> dict:
     :data:`SESSION_FIELDS`: session, field, label, values (None where the run has no
     such session), differs, counted), tags (common: tag, last, step, min, max (lists,
     one per run; non-finite values as floats), differs; only_some: tag, runs (labels
-    of the runs that have it)).
+    of the runs that have it)), code (:func:`code_diff`).
 
     Raises:
         RunNotFoundError, AmbiguousRunError: a run is not found.
@@ -173,7 +270,7 @@ def diff_runs(runs: Sequence[str], root: str | None = None) -> dict:
     sess = [_sessions(m) for m in metas]
     counts = [len(s) for s in sess]
     counted |= not _same(counts)
-    numbers = sorted({s.get("session") for ss in sess for s in ss if isinstance(s.get("session"), int)})
+    numbers = sorted({s["session"] for ss in sess for s in ss if isinstance(s.get("session"), int)})
     fields = []
     for n in numbers:
         by_run = [next((s for s in ss if s.get("session") == n), None) for ss in sess]
@@ -198,6 +295,8 @@ def diff_runs(runs: Sequence[str], root: str | None = None) -> dict:
         entry["differs"] = any(not _same_numbers(entry[stat]) for stat in ("last", "step", "min", "max"))
         common.append(entry)
     counted |= bool(only)
+    code = code_diff([r.dir for r in readers])
+    counted |= any(f["differs"] and f["counted"] for f in code["fields"]) or bool(code["packages"])
     return {
         "runs": out_runs,
         "differ": counted,
@@ -205,6 +304,7 @@ def diff_runs(runs: Sequence[str], root: str | None = None) -> dict:
         "environment": environment,
         "sessions": {"count": counts, "fields": fields},
         "tags": {"common": common, "only_some": only},
+        "code": code,
     }
 
 
@@ -216,4 +316,4 @@ def _same_numbers(values: Sequence[object]) -> bool:
     return len({key(v) for v in values}) == 1
 
 
-__all__ = ["ENV_FIELDS", "SESSION_FIELDS", "config_diff", "diff_runs", "label"]
+__all__ = ["CODE_FIELDS", "ENV_FIELDS", "SESSION_FIELDS", "code_diff", "config_diff", "diff_runs", "label"]

@@ -46,9 +46,11 @@ _TIME = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
 def _normal_text(text: str) -> str:
     text = text.replace(nblog.__version__, "<version>")
     lines = []
+    code = False  # in the Code section: commits, paths and versions of this machine
     for line in text.splitlines():
         cells = line.split("\t")
-        if len(cells) > 2 and cells[1] in ("started", "duration"):  # the DIFF mark too
+        code = line.startswith("# Code") or (code and line != "")
+        if len(cells) > 2 and (cells[1] in ("started", "duration") or code):  # the DIFF mark too
             line = "\t".join(cells[:2] + ["<varies>"])
         lines.append(_TIME.sub("<time>", line))
     return "\n".join(lines) + "\n"
@@ -63,6 +65,9 @@ def _normal_json(info: dict, root: Path) -> dict:
             f["differs"] = "<varies>"
     for e in info["environment"]:
         e["values"] = ["<version>" if v == nblog.__version__ else v for v in e["values"]]
+    for f in info["code"]["fields"]:  # commits, paths and versions of this machine
+        f["values"] = ["<varies>"] * len(f["values"])
+    info["code"]["packages"] = "<varies>"
     return info
 
 
