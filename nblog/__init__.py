@@ -18,7 +18,10 @@ Where a scalar goes, wing by wing:
 - ``write/``: ``init`` (``_init``) finds the launch identity (``_launch``: rank, world
   size, machine), the run id (``_runid``), the settings, and the session history of a
   resumed run (``_session``). ``Run.add_scalar`` (``_run``) **packs** the point into a
-  24-byte record in memory; the writer thread (``_writer``) hands full buffers to the OS.
+  24-byte record in memory (a dict whose key set repeats: one block for the whole dict; a
+  tensor on a GPU: a copy queued without a sync, ``_device``); the writer thread
+  (``_writer``) splits blocks, converts device values, encodes the points as COLUMNS frames
+  (about 13 bytes a point) and hands them to the OS.
   ``_lifecycle`` ends the session on exit, signals and fork; ``_console`` captures output.
 - ``format/``: the on-disk contract. ``_format`` **frames** the records (header,
   checksums, record kinds), ``_runfile`` is ``run.json`` and the file names of a run
