@@ -265,11 +265,11 @@ def _failed(run_dir: str, sessions: list, marks: list[str]) -> dict:
     """failure, failed_after and failure_line of a run's row, and marked (whether a
     rank's failure mark says the latest session failed): the earliest failure mark of
     the latest session, else run.json's (rank 0's, as runs of older nblog recorded it)."""
-    from ..format._runfile import parse_failure_file_name
-    from ._failures import failure_line, first_failure, read_marks
-
     failure, after = None, 0
-    if marks:
+    if marks:  # only runs with a mark pay for reading it
+        from ..format._runfile import parse_failure_file_name
+        from ._failures import first_failure, read_marks
+
         numbers = [s["session"] for s in sessions if isinstance(s, dict) and s.get("session").__class__ is int]
         if not numbers:  # no run.json: the marks' latest session
             numbers = [rs[1] for rs in map(parse_failure_file_name, marks) if rs is not None]
@@ -278,8 +278,12 @@ def _failed(run_dir: str, sessions: list, marks: list[str]) -> dict:
     marked = failure is not None
     if failure is None:
         failure = _failure(sessions)
-    return {"failure": failure, "failed_after": after, "failure_line": failure_line(failure, after),
-            "_marked": marked}
+    line = None
+    if failure is not None:
+        from ._failures import failure_line
+
+        line = failure_line(failure, after)
+    return {"failure": failure, "failed_after": after, "failure_line": line, "_marked": marked}
 
 
 def _failure(sessions: list) -> dict | None:
