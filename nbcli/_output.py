@@ -29,9 +29,10 @@ from nblog.format import json_number  # loaded with nblog already: costs nothing
 # time of `nb ls`, which this module is on the path of
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # Rich is imported only when a terminal gets a table (plain output is faster)
-    from typing import Any
+    from typing import Any, TextIO
 
     from rich.console import Console
+    from rich.text import Text
 
 # C0 controls, DEL, C1 controls, bidirectional marks/overrides/isolates, line and
 # paragraph separators, BOM, lone surrogates.
@@ -190,7 +191,7 @@ Cell = Styled | str | int | float | None
 Line = Styled | str | Sequence[Styled]
 
 
-def _console(file) -> Console:
+def _console(file: TextIO) -> Console:
     from rich.console import Console
 
     return Console(file=file, highlight=False, soft_wrap=False, emoji=False, markup=False)
@@ -219,13 +220,20 @@ def is_terminal(environ: dict[str, str] | None = None) -> bool:
 class Output:
     """Writes one command's results. ``rich`` is True on a terminal (see module doc)."""
 
-    def __init__(self, console: Console | None = None):
+    def __init__(self, console: Console | None = None) -> None:
+        self.console: Console | None
         if console is None and not is_terminal():
             self.console = None
             self.rich = False
         else:
             self.console = console or stdout_console()
             self.rich = self.console.is_terminal
+
+    @property
+    def _term(self) -> Console:
+        """The console, in the ``self.rich`` branches (``rich`` is True only with one)."""
+        assert self.console is not None
+        return self.console
 
     # data
 
@@ -241,7 +249,7 @@ class Output:
                              overflow="fold")
             for row in rows:
                 t.add_row(*(_cell(v) for v in row))
-            self.console.print(t)
+            self._term.print(t)
             return
         # one write for the whole table: stdout may be unbuffered (PYTHONUNBUFFERED), and a
         # write per line is then a system call per line
@@ -258,13 +266,13 @@ class Output:
             from rich.text import Text
 
             if title:
-                self.console.print(Text(title, style="bold"))
+                self._term.print(Text(title, style="bold"))
             t = Table.grid(padding=(0, 2))
             t.add_column(style="dim")
             t.add_column(overflow="fold")
             for k, v in pairs:
                 t.add_row(k, _cell(v))
-            self.console.print(t)
+            self._term.print(t)
             return
         out = sys.stdout
         if title is not None:
@@ -279,8 +287,8 @@ class Output:
             from rich.text import Text
 
             if title:
-                self.console.print(Text(title, style="bold"))
-            self.console.print(Text("\n".join(lines)))
+                self._term.print(Text(title, style="bold"))
+            self._term.print(Text("\n".join(lines)))
             return
         out = sys.stdout
         if title is not None:
@@ -290,7 +298,7 @@ class Output:
 
     def gap(self) -> None:
         """A blank line between sections."""
-        sys.stdout.write("\n") if not self.rich else self.console.print()
+        sys.stdout.write("\n") if not self.rich else self._term.print()
 
     def line(self, parts: Line, sep: str = "\t") -> None:
         """One line (an event of ``nb tail``), flushed at once: a string, a styled
@@ -305,13 +313,13 @@ class Output:
                 if i:
                     text.append("  ")
                 text.append(p.text, style=p.style or None)
-            self.console.print(text, crop=False, soft_wrap=True)
+            self._term.print(text, crop=False, soft_wrap=True)
         else:
             sys.stdout.write(sep.join(p.text for p in parts) + "\n")
         sys.stdout.flush()
 
 
-def _cell(v: Cell):
+def _cell(v: Cell) -> Text | str:
     from rich.text import Text
 
     if isinstance(v, Styled):
@@ -328,7 +336,8 @@ def _cell(v: Cell):
 def _plain(v: Cell) -> str:
     t = type(v)
     if t is Styled:
-        return v[0]  # the text, cleaned already (tabs escaped)
+        # the text, cleaned already (tabs escaped); mypy does not narrow on a saved type(v)
+        return v[0]  # type: ignore[index]
     if t is str:
         return clean(v)
     if t is int:

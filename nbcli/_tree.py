@@ -26,7 +26,9 @@ from .commands import watch as watch_cmd
 class NbGroup(TyperGroup):
     """The root command group: turns exceptions from any subcommand into a message."""
 
-    def invoke(self, ctx: typer.Context) -> Any:
+    # Typer calls it with its typer.Context (TyperGroup.context_class); the base classes
+    # name click's Context, of which typer.Context is a subclass
+    def invoke(self, ctx: typer.Context) -> Any:  # type: ignore[override]
         try:
             return super().invoke(ctx)
         except (typer.Exit, typer.Abort, KeyboardInterrupt, SystemExit):

@@ -6,8 +6,12 @@ than the rest of the package). Tests capture the messages with pytest's ``caplog
 
 from __future__ import annotations
 
+TYPE_CHECKING = False  # neither typing nor logging is imported here before the first message
+if TYPE_CHECKING:
+    import logging
 
-def _logger():
+
+def _logger() -> logging.Logger:
     import logging
 
     return logging.getLogger("nblog")

@@ -42,6 +42,7 @@ import os
 import re
 import socket
 import time
+import typing
 from collections.abc import Mapping
 from typing import Any
 
@@ -49,6 +50,9 @@ from . import _log as log
 from .write._init import init
 from .write._run import Run
 from .write._runid import derive_run_id, shared_job_id
+
+if typing.TYPE_CHECKING:  # (typing.: no TYPE_CHECKING name among the module's public ones)
+    from .reader._reader import RunReader
 
 # a rank part of a log_dir: a whole last folder "rank_3"/"rank3"/"rank-3", or a suffix
 # "_rank3"/"-rank_3"/".rank3" of the last folder's name
@@ -297,7 +301,7 @@ def export_tfevents(run: str | os.PathLike, out_dir: str | os.PathLike, *,
     return folders
 
 
-def _media_values(reader, summary_pb2) -> list:
+def _media_values(reader: RunReader, summary_pb2: Any) -> list:
     """(wall time, step, Summary.Value) of rank 0's images, audio and histograms."""
     out = []
     for rec in reader.media().iter_rows(named=True):

@@ -136,7 +136,8 @@ def export(
     info(f"wrote {len(df)} rows ({kind.value}, {ranks} rank{'s' if ranks != 1 else ''}) to {path}")
 
 
-def _export_tfevents(run, output, rank, tags, kind, include_hidden, root) -> None:
+def _export_tfevents(run: str, output: str | None, rank: int | None, tags: list[str] | None, kind: Kind,
+                     include_hidden: bool, root: str | None) -> None:
     """``--format tfevents``: every rank's scalars and timers, rank 0's text and media."""
     if output is None or output == "-":
         raise typer.BadParameter("--format tfevents writes a folder: pass -o DIR", param_hint="--output")
@@ -159,7 +160,8 @@ def _export_tfevents(run, output, rank, tags, kind, include_hidden, root) -> Non
          f"(tensorboard --logdir {output})")
 
 
-def _export_root(output, fmt, tags, kind, include_hidden, project, root, all_ranks, rank) -> None:
+def _export_root(output: str | None, fmt: Format | None, tags: list[str] | None, kind: Kind, include_hidden: bool,
+                 project: str | None, root: str | None, all_ranks: bool, rank: int | None) -> None:
     from nblog.reader import default_root, export_root
 
     if output is None or output == "-":

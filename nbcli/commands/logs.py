@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import re
 import sys
-from typing import Annotated
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -13,11 +14,14 @@ from .._options import MAX_COUNT, MAX_RANK, FollowTimeout, Json, PollInterval, R
 from .._output import Output, Styled, clean, emit_json_line, error, info
 from .._ranks import rank_ranges
 
+if TYPE_CHECKING:
+    from nblog.reader import ConsoleLine
+
 _STREAM = {"stdout": ("out", ""), "stderr": ("err", "red"), "nb": ("nb", "yellow")}
 _HINT = "capture it with nb.init(..., console=True) or NB_CONSOLE=1 in the job's environment"
 
 
-def _fields(line) -> list[Styled]:
+def _fields(line: ConsoleLine) -> list[Styled]:
     from datetime import datetime
 
     when = datetime.fromtimestamp(line.wall_time).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
@@ -34,20 +38,21 @@ def _fields(line) -> list[Styled]:
 class _Printer:
     """Prints batches of lines: Rich on a terminal, tab-separated when piped, JSON Lines."""
 
-    def __init__(self, as_json: bool):
+    def __init__(self, as_json: bool) -> None:
         self.json = as_json
         self.out = None if as_json else Output()
 
-    def __call__(self, lines) -> int:
+    def __call__(self, lines: Iterable[ConsoleLine]) -> int:
         n = 0
-        if self.json:
+        out = self.out
+        if out is None:  # --json
             for line in lines:
                 emit_json_line(line.to_json())
                 n += 1
             return n
-        if self.out.rich:
+        if out.rich:
             for line in lines:
-                self.out.line(_fields(line))
+                out.line(_fields(line))
                 n += 1
             return n
         chunk: list[str] = []

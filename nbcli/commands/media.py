@@ -6,13 +6,18 @@ import hashlib
 import os
 import re
 from enum import Enum
-from typing import Annotated
+from typing import IO, TYPE_CHECKING, Annotated
 
 import typer
 
 from .._options import MAX_COUNT, Json, Rank, Root, RunArg, Tags
 from .._output import Column, Output, data, emit_json, error, fmt_bytes, fmt_time, info, warn
 from .._ranks import missing_rank
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from nblog import RunReader
 
 
 class Kind(str, Enum):
@@ -100,7 +105,7 @@ def media(
     _write(reader, df, output, as_json)
 
 
-def _list(df, as_json: bool, columns: list[str]) -> None:
+def _list(df: pl.DataFrame, as_json: bool, columns: list[str]) -> None:
     rows = df.select([c for c in columns if c != "meta"] + (["hidden"] if "hidden" in df.columns else []))
     if as_json:
         emit_json(rows.to_dicts())
@@ -126,7 +131,7 @@ def _detail(r: dict) -> str:
     return "-"
 
 
-def _write(reader, df, output: str, as_json: bool) -> None:
+def _write(reader: RunReader, df: pl.DataFrame, output: str, as_json: bool) -> None:
     import json
 
     import polars as pl
@@ -164,7 +169,10 @@ def _write(reader, df, output: str, as_json: bool) -> None:
             write_output(path, frame.write_csv, follow_links=False)
         else:
             # temp file + rename: a symlink planted in DIR is replaced, never written through
-            write_output(path, lambda f, blob=blob: f.write(blob), follow_links=False)
+            def put(f: IO[bytes], blob: bytes = blob) -> None:
+                f.write(blob)
+
+            write_output(path, put, follow_links=False)
         written.append({"path": path, "tag": row["tag"], "step": row["step"], "rank": row["rank"],
                         "session": row["session"], "kind": row["kind"], "format": row["format"],
                         "caption": row["caption"], "wall_time": row["wall_time"]})

@@ -9,12 +9,19 @@ from __future__ import annotations
 import math
 import os
 from enum import Enum
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
 
 from .._options import MAX_RANK, Root
 from .._output import error, info, warn
+
+if TYPE_CHECKING:
+    import polars as pl
+    from matplotlib.axes import Axes
+
+    # (run index, run id, the smoothed points, the raw points) of one run in one panel
+    Frames = list[tuple[int, str, pl.DataFrame, pl.DataFrame]]
 
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
 BAND_ALPHA = 0.25
@@ -52,7 +59,7 @@ def _time_unit(span_s: float) -> tuple[float, str]:
     return 1.0, "s"
 
 
-def _draw_tag(ax, tag: str, frames: list, x: str, rank_label: str, buckets_max: int,
+def _draw_tag(ax: Axes, tag: str, frames: Frames, x: str, rank_label: str, buckets_max: int,
               scale: float, unit: str) -> None:
     """One axes: each run's line (or median and band), outlier rank and non-finite marks."""
     import numpy as np
@@ -71,7 +78,7 @@ def _draw_tag(ax, tag: str, frames: list, x: str, rank_label: str, buckets_max: 
             ax.fill_between(gx, b.lo, b.hi, color=color, alpha=BAND_ALPHA, linewidth=0,
                             label=f"{run_id}: min–max of {len(b.ranks)} ranks")
             ax.plot(gx, b.line, color=color, linewidth=1.4, label=f"{run_id}: median")
-            if b.outlier is not None:
+            if b.outlier is not None and b.outlier_line is not None:  # set together
                 ax.plot(gx, b.outlier_line, color=color, linewidth=0.9, linestyle="--",
                         label=f"{run_id}: rank {b.outlier} (farthest from the median)")
         elif grid.bucketed:
@@ -88,7 +95,7 @@ def _draw_tag(ax, tag: str, frames: list, x: str, rank_label: str, buckets_max: 
             bx = bad[where].to_numpy() / scale
             low = np.isneginf(v)
             kinds = sorted({"NaN" if math.isnan(t) else ("+inf" if t > 0 else "-inf") for t in v.tolist()})
-            label = f"{run_id}: {len(bad)} non-finite ({', '.join(kinds)}) at the edge"
+            label: str | None = f"{run_id}: {len(bad)} non-finite ({', '.join(kinds)}) at the edge"
             tr = ax.get_xaxis_transform()
             if (~low).any():
                 ax.plot(bx[~low], np.full(int((~low).sum()), 1.0), transform=tr, clip_on=False, linestyle="none",
@@ -152,9 +159,9 @@ def plot(
     readers = [RunReader(r, root) for r in runs]
     rank_label = "" if rank is None else f" (rank {rank})"
     want = None if all_ranks else (rank or 0)
-    panels = []
+    panels: list[tuple[str, Frames]] = []
     for tag in dict.fromkeys(tags):
-        frames = []
+        frames: Frames = []
         for i, r in enumerate(readers):
             raw = S.points(r, tag, rank=want, x=x.value)
             if not len(raw):
@@ -169,7 +176,7 @@ def plot(
 
     scale, unit = 1.0, ""
     if x != XAxis.step:  # one unit for every panel: they share the x axis
-        spans = [float(f["t"].max() - f["t"].min()) for _tag, frames in panels for *_a, f, _raw in frames]
+        spans = [float(cast(float, f["t"].max()) - cast(float, f["t"].min())) for _tag, frames in panels for *_a, f, _raw in frames]
         scale, unit = _time_unit(max(spans, default=0.0))
     fig = Figure(figsize=(w, h), dpi=dpi, layout="constrained")
     axes = fig.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]

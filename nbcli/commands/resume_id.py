@@ -11,11 +11,9 @@ import typer
 from .._options import Root
 
 
-def _name(value: str | None, what: str) -> str | None:
+def _name(value: str, what: str) -> str:
     from nblog.format import check_name
 
-    if value is None:
-        return None
     try:
         return check_name(value, what)
     except ValueError as exc:
@@ -51,7 +49,7 @@ def resume_id(
     from nblog.write import derive_run_id, random_run_id, shared_job_id
 
     project = _name(project, "PROJECT")
-    name = _name(name, "--name")
+    name = None if name is None else _name(name, "--name")
     if latest and job_id is not None:
         raise typer.BadParameter("--latest and --job-id exclude each other", param_hint="--latest")
     if latest:

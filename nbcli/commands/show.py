@@ -12,6 +12,7 @@ from .._options import Json, Root, RunArg, Tags
 from .._output import (
     Column,
     Output,
+    Styled,
     data,
     emit_json,
     fmt_bytes,
@@ -33,7 +34,7 @@ def _nonfinite(bad: dict | None) -> str:
     return f"{fmt_value(bad['value'])} at step {bad['step']} (rank {bad['rank']})"
 
 
-def _last(tag: dict):
+def _last(tag: dict) -> Styled | str:
     if tag["kind"] == "text":
         text = tag.get("last_text") or ""
         return data(text if len(text) <= 60 else text[:57] + "...")

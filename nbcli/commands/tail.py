@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Annotated
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from .._options import MAX_COUNT, FollowTimeout, Json, PollInterval, Rank, Root, RunArg, Tags
 from .._output import Output, Styled, clean, emit_json_line, error, fmt_value, info
 from .._ranks import missing_rank
+
+if TYPE_CHECKING:
+    from nblog.reader import Event
 
 _KIND_STYLE = {"scalar": "green", "timer": "magenta", "text": "cyan", "media": "blue", "system": "yellow"}
 
@@ -26,7 +30,7 @@ def _cut(text: str) -> str:
     return f"{text[:TEXT_SHOWN]}\u2026 ({len(text) - TEXT_SHOWN} more characters; --json prints all)"
 
 
-def _line(ev) -> list[Styled]:
+def _line(ev: Event) -> list[Styled]:
     from datetime import datetime
 
     when = datetime.fromtimestamp(ev.wall_time).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
@@ -87,7 +91,7 @@ def tail(
         info(f"waiting for run {run} under {os.path.abspath(root or default_root())} ...")
     out = None if as_json else Output()
 
-    def emit(events) -> int:
+    def emit(events: Iterable[Event]) -> int:
         n = 0
         for ev in events:
             n += 1

@@ -93,7 +93,7 @@ def _reporting(base: type) -> type:
     (``_handle_exception``, ``_print_error_renderables``); tests/packaging checks them.
     """
 
-    class Reporting(base):  # type: ignore[misc, valid-type]
+    class Reporting(base):
         failure: BaseException | None = None
 
         def _handle_exception(self, error: Exception) -> None:

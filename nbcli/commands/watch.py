@@ -6,7 +6,7 @@ import os
 import shlex
 import subprocess
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -16,7 +16,7 @@ from .._output import Output, Styled, clean, emit_json_line, fmt_time, info, jso
 _LEVEL_STYLE = {"error": "bold red", "warn": "yellow", "info": "cyan"}
 
 
-def _opt(name: str, help: str, **kw) -> object:
+def _opt(name: str, help: str, **kw: Any) -> object:
     return typer.Option(name, help=help, show_default=True, **kw)
 
 

@@ -24,9 +24,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import polars as pl
+
+if TYPE_CHECKING:
+    from nblog import RunReader
 
 MAX_NONFINITE = 200  # non-finite points listed per series (the total is always given)
 
@@ -83,7 +87,7 @@ def make_grid(x: np.ndarray, max_buckets: int, integer: bool = True) -> Grid:
     if s.n_unique() <= max_buckets:
         uniq = s.unique().sort().to_numpy()
         return Grid(uniq, float(uniq[0]), 1.0, len(uniq))
-    lo, hi = float(s.min()), float(s.max())
+    lo, hi = float(cast(float, s.min())), float(cast(float, s.max()))  # a numeric series
     if integer:
         width = float(math.ceil((hi - lo + 1) / max_buckets))
         count = int(math.ceil((hi - lo + 1) / width))
@@ -198,7 +202,7 @@ def band(per_rank: pl.DataFrame, grid: Grid) -> Band:
         at = np.full(n, np.nan)
         at[idx] = across["t"].to_numpy()
     ranks = sorted(per_rank["rank"].unique().to_list())
-    per_bucket = float(per_rank["n"].mean())
+    per_bucket = float(cast(float, per_rank["n"].mean()))
     outlier = outlier_line = None
     if len(ranks) > 1:
         width = hi - lo
@@ -231,7 +235,7 @@ def nonfinite(frame: pl.DataFrame, limit: int = MAX_NONFINITE) -> tuple[list[dic
     return rows, total
 
 
-def points(reader, tag: str, *, rank: int | None, x: str = "step") -> pl.DataFrame:
+def points(reader: RunReader, tag: str, *, rank: int | None, x: str = "step") -> pl.DataFrame:
     """The points of ``tag`` as columns rank, x (the step), value, and t (seconds) for
     a time axis: scalars if the tag is a scalar anywhere in the run, else timers
     (seconds).

@@ -12,10 +12,16 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .widgets.histogram import HistogramData
+
+if TYPE_CHECKING:
+    from PIL import Image
+
+    from nblog import RunReader
 
 #: Records listed per tag (the newest; ``nb media`` writes them all).
 PER_TAG = 1000
@@ -77,14 +83,15 @@ class MediaData:
     omitted: dict[str, int] = field(default_factory=dict)
     selected: tuple | None = None
     record: MediaRecord | None = None
-    image: object = None
+    image: Image.Image | None = None
     histogram: HistogramData | None = None
     message: str | None = None
     error: bool = False
 
 
 def _record(row: dict) -> MediaRecord:
-    return MediaRecord(**{k: row.get(k) for k in MediaRecord.__dataclass_fields__})
+    fields: dict[str, Any] = {k: row.get(k) for k in MediaRecord.__dataclass_fields__}
+    return MediaRecord(**fields)
 
 
 class MediaSource:
@@ -92,13 +99,13 @@ class MediaSource:
 
     def __init__(self, run_dir: str):
         self.run_dir = run_dir
-        self._reader = None
+        self._reader: RunReader | None = None
         self._records: dict[int, list[MediaRecord]] = {}
         self._hist: dict[tuple, HistogramData] = {}
         self.problem: str | None = None  # why the records could not be read, if they could not
 
     @property
-    def reader(self):
+    def reader(self) -> RunReader:
         """The :class:`nblog.RunReader` of the run (opened on first use)."""
         if self._reader is None:
             from nblog import RunReader

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from textual.message import Message
 
@@ -39,7 +40,7 @@ class StatusReady(Message):
 class ViewReady(Message):
     """Data for one view, for the request ``seq``; ``data`` depends on ``view``."""
 
-    def __init__(self, seq: int, view: str, data: object) -> None:
+    def __init__(self, seq: int, view: str, data: Any) -> None:
         super().__init__()
         self.seq = seq
         self.view = view

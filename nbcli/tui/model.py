@@ -13,10 +13,11 @@ import re
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from nblog.reader import LiveRun, run_summary, straggler_rule
+from nblog.reader import LiveRun, Series, run_summary, straggler_rule
 
 from .bands import ranks_band_spec
 from .groups import config_value, groups_spec
@@ -25,6 +26,9 @@ from .plotdata import AXIS_NAMES, Smoother, band_spec, scalar_spec, system_spec
 from .preload import preload
 from .widgets.heatmap import HeatData, heat_data
 from .widgets.plot import PALETTE, PlotSpec
+
+if TYPE_CHECKING:
+    from .media import MediaData, MediaSource
 
 MAX_PLOTS = 6
 HEAT_MIN_RANKS = 8  # the timers view shows a rank heat map instead of the band above this
@@ -61,7 +65,7 @@ class Request:
 class TimersData:
     rows: list[dict]
     tags: list[str]
-    band: object  # PlotSpec
+    band: PlotSpec
     timer: str | None
     heat: HeatData | None = None  # the rank heat map, for more than HEAT_MIN_RANKS ranks
 
@@ -104,7 +108,7 @@ class RunModel:
         self.lock = threading.Lock()
         self.smoother = Smoother()
         self._used: OrderedDict[tuple, None] = OrderedDict()
-        self._media = None  # a MediaSource, once the media view asks
+        self._media: MediaSource | None = None  # once the media view asks
         self.group_key: str | None = None  # plots: runs grouped by this config key (mean, band)
 
     def preload(self, rank: int = 0) -> None:
@@ -237,10 +241,11 @@ class RunModel:
         known = set().union(*have.values()) if have else set()
         tags = [t for t in req.tags if t in known] or \
             ([default_tag] if default_tag in known else sorted(known)[:1])
-        specs, used = [], []
+        specs: list[PlotSpec] = []
+        used: list[Series] = []
         for tag in tags[:MAX_PLOTS]:
             kind = "scalar" if any(tag in have[(r, "scalar")] for r in ranks) else "timer"
-            per_rank = {}
+            per_rank: dict[int, Series] = {}
             for r in ranks:
                 if tag in have[(r, kind)]:
                     per_rank[r] = live.series(r, [tag], kind)[tag]
@@ -260,6 +265,7 @@ class RunModel:
         """Plots view of runs grouped by :attr:`group_key`: per tag, each group's mean
         over its runs and their min–max band (the selected rank of every run)."""
         key = self.group_key
+        assert key is not None  # called only with a group key
         have = {t for live in self.runs for t in live.tags(req.rank, "scalar")}
         tags = [t for t in req.tags if t in have] or \
             ([default_tag] if default_tag in have else sorted(have)[:1])
@@ -308,8 +314,8 @@ class RunModel:
         live = self.primary
         ranks = live.ranks()
         tags = sorted({t for r in ranks for t in live.tags(r, "timer")})
-        rows = []
-        per_tag: dict[str, dict[int, object]] = {t: {} for t in tags}
+        rows: list[dict[str, Any]] = []
+        per_tag: dict[str, dict[int, Series]] = {t: {} for t in tags}
         for r in ranks:
             mine = [t for t in tags if t in set(live.tags(r, "timer"))]
             if not mine:
@@ -363,16 +369,16 @@ class RunModel:
             ss = live.series(m["rank"], tags, "system")
             for t in tags:
                 self._use(0, (m["rank"], "system", t))
-            gpus: dict[int, dict[str, object]] = {}
+            gpus: dict[int, dict[str, Series]] = {}
             for t, s in ss.items():
                 g = _GPU.match(t)
                 if g:
                     gpus.setdefault(int(g.group(1)), {})[g.group(2)] = s
-            util = [None] * (max(gpus) + 1 if gpus else 0)
+            util: list[float | None] = [None] * (max(gpus) + 1 if gpus else 0)
             for i, metrics in gpus.items():
-                s = metrics.get("utilization_percent")
-                if s is not None and len(s):
-                    util[i] = float(s.value[-1])
+                u = metrics.get("utilization_percent")
+                if u is not None and len(u):
+                    util[i] = float(u.value[-1])
             name = str(m["hostname"])
             grid.append((name, util))
             names.append(name)
@@ -402,7 +408,7 @@ class RunModel:
                 plots.append(system_spec("GPU power W", per_gpu("power_w"), b))
         return SystemData(grid, names, req.machine if 0 <= req.machine < len(names) else -1, plots)
 
-    def _media_view(self, req: Request, _default: str | None):
+    def _media_view(self, req: Request, _default: str | None) -> MediaData:
         from .media import MediaSource
 
         if self._media is None:

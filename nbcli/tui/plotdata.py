@@ -138,7 +138,7 @@ def _thin(idx: np.ndarray, limit: int) -> np.ndarray:
     return idx[np.linspace(0, len(idx) - 1, limit).astype(np.int64)]
 
 
-def _x(s: Series, axis: str, idx) -> np.ndarray:
+def _x(s: Series, axis: str, idx: np.ndarray | int) -> np.ndarray:
     if axis == "step":
         return s.step[idx].astype(np.float64)
     return (s.wall if axis == "wall" else s.active)[idx]

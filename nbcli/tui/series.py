@@ -61,7 +61,7 @@ def ema(values: np.ndarray, weight: float, state: EmaState | None = None) -> tup
     w = weight
     block = min(len(f), max(1, int(math.log(_EMA_RANGE) / -math.log(w))))
     nblocks = -(-len(f) // block)
-    x = np.zeros(nblocks * block)
+    x: np.ndarray = np.zeros(nblocks * block)
     x[: len(f)] = f
     x = x.reshape(nblocks, block)
     wk = w ** np.arange(block, dtype=np.float64)  # w^i: 1 down to >= 1/_EMA_RANGE
@@ -221,7 +221,7 @@ class Decimator:
         y = np.asarray(y, dtype=np.float64)
         n = len(y)
         if n < self.n:
-            self.__init__(self.buckets)
+            self.__init__(self.buckets)  # type: ignore[misc]  # start again, as a new one
         while -(-n // self.k) > 2 * self.buckets:
             self._merge(y)
         b0 = self.n // self.k
@@ -266,8 +266,8 @@ def _bucket_extrema(y: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     n = len(y)
     m = -(-n // k)
     finite = np.isfinite(y)
-    lo = np.full(m * k, np.inf)
-    hi = np.full(m * k, -np.inf)
+    lo: np.ndarray = np.full(m * k, np.inf)
+    hi: np.ndarray = np.full(m * k, -np.inf)
     lo[:n] = np.where(finite, y, np.inf)
     hi[:n] = np.where(finite, y, -np.inf)
     lo, hi = lo.reshape(m, k), hi.reshape(m, k)

@@ -45,6 +45,10 @@ import zlib
 from .._errors import BlobError
 from ..write._writer import create_exclusive
 
+TYPE_CHECKING = False  # typing is not imported: `import nblog` stays light
+if TYPE_CHECKING:
+    from typing import BinaryIO
+
 PACK_VERSION = 1
 PACK_MAGIC = b"NBMP"
 PACK_HEADER = struct.Struct("<4sHH")
@@ -222,11 +226,11 @@ class _Batch:
     def __enter__(self) -> _Batch:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
-def read_blob(f, offset: int, length: int, path: str = "media pack") -> tuple[int, bytes]:
+def read_blob(f: BinaryIO, offset: int, length: int, path: str = "media pack") -> tuple[int, bytes]:
     """Read and verify the blob whose payload is at ``offset`` in the open pack ``f``.
 
     Returns ``(blob type, payload)``.

@@ -18,6 +18,10 @@ from stat import S_ISREG
 
 from ..write._writer import create_exclusive
 
+TYPE_CHECKING = False  # typing is not imported: `import nblog` stays light
+if TYPE_CHECKING:
+    from typing import Any, BinaryIO
+
 _O_READ = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
 
 RUN_JSON = "run.json"
@@ -83,7 +87,7 @@ def next_session(run_dir: str, rank: int, at_least: int = 0) -> int:
     return n
 
 
-def to_json_config(config: object) -> dict:
+def to_json_config(config: Any) -> dict:
     """Normalise ``config`` into a JSON-able dict.
 
     Accepts a mapping, a dataclass instance, an ``argparse.Namespace``, an object with
@@ -112,7 +116,7 @@ def to_json_config(config: object) -> dict:
             "config must be a mapping, dataclass, argparse.Namespace, an object with "
             f"to_dict() or an OmegaConf container, got {type(config).__name__}"
         )
-    return _jsonable(config, set())
+    return _jsonable(config, set())  # type: ignore[return-value]  # a Mapping gives a dict
 
 
 def _is_dataclass_instance(obj: object) -> bool:
@@ -120,7 +124,7 @@ def _is_dataclass_instance(obj: object) -> bool:
     return hasattr(type(obj), "__dataclass_fields__") and not isinstance(obj, type)
 
 
-def _dataclass_dict(obj: object) -> dict:
+def _dataclass_dict(obj: Any) -> dict:
     import dataclasses
 
     return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
@@ -211,9 +215,10 @@ def _replace_aside(tmp: str, path: str, err: OSError) -> None:
     """
     global _warned_rename
     folder, base = os.path.split(path)
-    aside = os.path.join(folder or ".", f".{base}.{os.getpid()}.{os.urandom(4).hex()}.old")
+    aside_path = os.path.join(folder or ".", f".{base}.{os.getpid()}.{os.urandom(4).hex()}.old")
+    aside: str | None = aside_path
     try:
-        os.rename(path, aside)
+        os.rename(path, aside_path)
     except FileNotFoundError:
         aside = None
     try:
@@ -273,7 +278,7 @@ def read_json_file(path: str) -> tuple[dict | None, os.stat_result | None]:
     return (obj if isinstance(obj, dict) else None), st
 
 
-def open_regular(path: str):
+def open_regular(path: str) -> BinaryIO:
     """Open ``path`` for reading bytes (a binary file object) without ever blocking:
     opened non-blocking, and ``OSError`` (``ENODEV``) when it is not a regular file,
     so a FIFO or device placed under a run's file name never hangs a reader.

@@ -35,8 +35,9 @@ try:
     from lightning.pytorch.utilities import rank_zero_only as _rank_zero_only
 except ImportError:  # the older package name
     try:
-        from pytorch_lightning.loggers import Logger as _Logger  # type: ignore[no-redef]
-        from pytorch_lightning.utilities import rank_zero_only as _rank_zero_only  # type: ignore[no-redef]
+        # the same classes under the old name: mypy sees two distinct types
+        from pytorch_lightning.loggers import Logger as _Logger  # type: ignore[assignment]
+        from pytorch_lightning.utilities import rank_zero_only as _rank_zero_only
     except ImportError as err:
         raise missing_extra("Lightning (lightning or pytorch_lightning)", "lightning", err) from err
 

@@ -21,7 +21,7 @@ from typing import Any
 from . import missing_extra
 
 try:
-    from transformers import TrainerCallback
+    from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 except ImportError as err:
     raise missing_extra("transformers", "transformers", err) from err
 
@@ -73,7 +73,8 @@ class NbCallback(TrainerCallback):
         self._config = _common.as_config(config)
         self.run: Run | None = None
 
-    def on_train_begin(self, args, state, control, model=None, **kwargs) -> None:
+    def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                       model: Any = None, **kwargs: Any) -> None:
         """Open the run (continuing the checkpoint's run when training resumes)."""
         if self.run is not None and not self.run._finished:
             return
@@ -90,7 +91,8 @@ class NbCallback(TrainerCallback):
         if kw["run_name"] is None and getattr(args, "run_name", None) and args.run_name != args.output_dir:
             kw["run_name"] = str(args.run_name)
         if state.global_step > 0:  # resumed from a checkpoint: the run that wrote it
-            folder = os.path.join(args.output_dir, f"{_CHECKPOINT_PREFIX}-{state.global_step}")
+            # output_dir: str | None in TrainingArguments, always set once a Trainer runs
+            folder = os.path.join(args.output_dir, f"{_CHECKPOINT_PREFIX}-{state.global_step}")  # type: ignore[arg-type]
             saved = _common.read_run_id(folder)
             if saved is not None and kw["run_id"] is None:
                 kw["run_id"], kw["resume"] = saved, "auto"
@@ -100,7 +102,8 @@ class NbCallback(TrainerCallback):
                 kw["run_id"], kw["resume"] = agent, kw["resume"] or "auto"
         self.run = init(config=config, **kw)
 
-    def on_log(self, args, state, control, logs=None, **kwargs) -> None:
+    def on_log(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+               logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
         """Log the numbers in ``logs`` at ``state.global_step`` (rank 0 writes)."""
         if self.run is None or not logs:
             return
@@ -111,13 +114,15 @@ class NbCallback(TrainerCallback):
         if values:
             self.run.add_scalar(values, step=state.global_step)
 
-    def on_save(self, args, state, control, **kwargs) -> None:
+    def on_save(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                **kwargs: Any) -> None:
         """Write the run id into the checkpoint folder just saved."""
-        folder = os.path.join(args.output_dir, f"{_CHECKPOINT_PREFIX}-{state.global_step}")
+        folder = os.path.join(args.output_dir, f"{_CHECKPOINT_PREFIX}-{state.global_step}")  # type: ignore[arg-type]
         if os.path.isdir(folder):
             _common.write_run_id(folder, self.run)
 
-    def on_train_end(self, args, state, control, **kwargs) -> None:
+    def on_train_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                     **kwargs: Any) -> None:
         """Finish the run's session."""
         if self.run is not None:
             self.run.finish()

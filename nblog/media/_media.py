@@ -20,6 +20,13 @@ from ..format import _format as F
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import Any
+
+    import numpy as np
+
+    from ..write._run import Run
+    from ..write._writer import Writer
     from ._media_encode import Job
 
 
@@ -27,7 +34,7 @@ _mono_ns = time.monotonic_ns
 _MAX_BACKLOG = 512 << 20  # bytes of copied media waiting for the writer thread, at most
 
 
-def _figure_noop(tag=None, figure=None, step=None, *, close: bool = True) -> None:
+def _figure_noop(tag: object = None, figure: Any = None, step: object = None, *, close: bool = True) -> None:
     """add_figure where this rank does not log: only close the figure (no memory growth)."""
     if close:
         from . import _media_input
@@ -59,13 +66,23 @@ class MediaMixin:
     """
 
     # Provided by Run.
-    _step: int
+    _step: int | None
+    _counter: int
     _t0: int
     _media: list
     _media_tids: dict
     _strict: bool
+    _writer: Writer | None
+    _dropped_before_writer: dict[str, int]
 
-    def _bind_media_noops(self, noop) -> None:
+    if TYPE_CHECKING:  # Run's own methods, as the media calls use them
+        def _intern(self, table: dict, tag: object, kind: int) -> int | None: ...
+        def _check_step(self, step: Any, tag: object) -> int | None: ...
+        def _reject(self, counter: str, tag: object, message: str) -> None: ...
+        def _internal(self, err: Exception) -> None: ...
+        def _warn_once(self, key: tuple, message: str) -> None: ...
+
+    def _bind_media_noops(self, noop: Callable[..., None]) -> None:
         """Bind every media call to ``noop`` (ranks that do not log; after finish)."""
         self.add_image = noop
         self.add_images = noop
@@ -75,7 +92,7 @@ class MediaMixin:
 
     # -- the calls -----------------------------------------------------------------
 
-    def add_image(self, tag: str, image, step: int | None = None, *, caption: str | None = None,
+    def add_image(self, tag: str, image: Any, step: int | None = None, *, caption: str | None = None,
                   dataformats: str | None = None) -> None:
         """Log one image, stored as PNG in the media pack.
 
@@ -118,7 +135,7 @@ class MediaMixin:
             tag, step, lambda: _media_input.image_job(image, dataformats, {"caption": _media_input.check_caption(caption)})
         )
 
-    def add_images(self, tag: str, batch, step: int | None = None, *, dataformats: str | None = None,
+    def add_images(self, tag: str, batch: Any, step: int | None = None, *, dataformats: str | None = None,
                    caption: str | None = None) -> None:
         """Log a batch of images as one grid image (PNG): ``min(N, 8)`` columns, row by
         row, no padding, black where the last row is short — as
@@ -148,7 +165,8 @@ class MediaMixin:
             tag, step, lambda: _media_input.batch_job(batch, dataformats, {"caption": _media_input.check_caption(caption)})
         )
 
-    def add_histogram(self, tag: str, values, step: int | None = None, *, bins=64) -> None:
+    def add_histogram(self, tag: str, values: Any, step: int | None = None, *,
+                      bins: int | str | Sequence[float] | np.ndarray = 64) -> None:
         """Log the distribution of ``values``: bin edges and counts, plus count, min,
         max, sum and sum of squares of the finite values (float64), computed in bulk in
         the writer thread; NaN, +inf and -inf are counted apart, never binned.
@@ -179,7 +197,7 @@ class MediaMixin:
 
         self._log_media(tag, step, lambda: _media_input.histogram_job(values, _media_input.check_bins(bins)))
 
-    def add_audio(self, tag: str, samples, step: int | None = None, *, sample_rate: int) -> None:
+    def add_audio(self, tag: str, samples: Any, step: int | None = None, *, sample_rate: int) -> None:
         """Log a sound clip, stored as a 16-bit PCM WAV file.
 
         Args:
@@ -195,7 +213,7 @@ class MediaMixin:
 
         self._log_media(tag, step, lambda: _media_input.audio_job(samples, sample_rate))
 
-    def add_figure(self, tag: str, figure, step: int | None = None, *, close: bool = True) -> None:
+    def add_figure(self, tag: str, figure: Any, step: int | None = None, *, close: bool = True) -> None:
         """Log a matplotlib figure as a PNG image (as ``SummaryWriter.add_figure``).
 
         The figure is drawn here, in the caller's thread (matplotlib is not
@@ -221,7 +239,7 @@ class MediaMixin:
 
     # -- helpers ---------------------------------------------------------------------
 
-    def _log_media(self, tag, step, make_job) -> None:
+    def _log_media(self, tag: str, step: int | None, make_job: Callable[[], Job]) -> None:
         """What every media call does: check ``step`` and ``tag``, then queue
         ``make_job()`` (the call's own checks and copy). Bad media is warned once,
         counted and skipped (raised with ``NB_STRICT=1``); nothing else escapes."""
@@ -242,14 +260,14 @@ class MediaMixin:
         except Exception as err:
             self._internal(err)
 
-    def _media_step(self, step, tag) -> int | None:
+    def _media_step(self, step: Any, tag: object) -> int | None:
         if step is None:  # the current step; before any, the counter (0 at start)
             return self._step if self._step is not None else self._counter
         if step.__class__ is not int or step < 0:
             return self._check_step(step, tag)
         return step
 
-    def _media_tid(self, tag) -> int | None:
+    def _media_tid(self, tag: object) -> int | None:
         tid = self._media_tids.get(tag) if tag.__class__ is str else None
         if tid is None:
             tid = self._intern(self._media_tids, tag, F.KIND_MEDIA)
@@ -284,12 +302,14 @@ class MediaSink:
     ``write_error`` (warned once).
     """
 
-    def __init__(self, run):
+    def __init__(self, run: Run) -> None:
         from ..format import _pack
 
         self._run = run
-        self._pack = _pack.PackWriter(os.path.join(run.dir, _pack.pack_file_name(run.rank)),
-                                  os.path.join(run.dir, _pack.session_pack_file_name(run.rank, run.session)))
+        run_dir = run.dir
+        assert run_dir is not None  # made only for a run that writes (Run.__init__)
+        self._pack = _pack.PackWriter(os.path.join(run_dir, _pack.pack_file_name(run.rank)),
+                                  os.path.join(run_dir, _pack.session_pack_file_name(run.rank, run.session)))
 
     @property
     def path(self) -> str:

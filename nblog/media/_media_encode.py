@@ -10,8 +10,14 @@ is the JSON object stored with the reference in the event log.
 from __future__ import annotations
 
 import io
+from typing import TYPE_CHECKING, Any
 
 from ..format import _pack as P
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    import numpy as np
 
 PNG_COMPRESS_LEVEL = 3  # zlib level: lossless either way; 6 (Pillow's default) is ~2x slower
 GRID_COLUMNS = 8  # as torch.utils.tensorboard's make_grid
@@ -22,9 +28,9 @@ class Job:
 
     __slots__ = ("kind", "data", "opts", "nbytes", "pooled")
 
-    def __init__(self, kind: str, data: object, opts: dict, nbytes: int, pooled: bool = False):
+    def __init__(self, kind: str, data: Any, opts: dict, nbytes: int, pooled: bool = False) -> None:
         self.kind = kind
-        self.data = data  # the caller's copy
+        self.data = data  # the caller's copy: an array, a PIL image or bytes, by kind
         self.opts = opts
         self.nbytes = nbytes
         self.pooled = pooled  # data is a private numpy array, reusable once encoded
@@ -38,7 +44,7 @@ def encode(job: Job) -> tuple[int, bytes, dict]:
 # -- images ------------------------------------------------------------------------
 
 
-def to_uint8(a):
+def to_uint8(a: np.ndarray) -> np.ndarray:
     """uint8 as is; bool → 0/255; float → ``rint(x * 255)`` clipped to 0–255."""
     import numpy as np
 
@@ -51,7 +57,7 @@ def to_uint8(a):
     return x.astype(np.uint8)
 
 
-def _png(pixels, opts: dict, **extra) -> tuple[int, bytes, dict]:
+def _png(pixels: np.ndarray, opts: dict, **extra: Any) -> tuple[int, bytes, dict]:
     """HW or HWC (C in 1, 3, 4) uint8 → PNG."""
     import numpy as np
     from PIL import Image
@@ -82,7 +88,7 @@ def _encode_array(job: Job) -> tuple[int, bytes, dict]:
     return _png(to_uint8(a), job.opts)
 
 
-def grid(batch):
+def grid(batch: np.ndarray) -> tuple[np.ndarray, int, int]:
     """N×H×W[×C] uint8 → one image, ``min(N, 8)`` columns, row-major, black padding."""
     import numpy as np
 
@@ -184,7 +190,7 @@ def png_size(data: bytes) -> tuple[int, int, int] | None:
 # -- histograms --------------------------------------------------------------------
 
 
-def histogram_stats(values, bins) -> tuple[object, object, dict]:
+def histogram_stats(values: np.ndarray, bins: int | str | np.ndarray) -> tuple[np.ndarray, np.ndarray, dict]:
     """(edges f8, counts i8, stats) of ``values``; NaN and ±inf counted, not binned.
 
     Stats: ``num`` finite values (all of them; with explicit edges, those outside
@@ -228,7 +234,7 @@ def histogram_stats(values, bins) -> tuple[object, object, dict]:
     return edges.astype("<f8"), counts.astype("<i8"), stats
 
 
-def _histogram(np, x, bins):
+def _histogram(np: ModuleType, x: np.ndarray, bins: int | str | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``numpy.histogram(x, bins)``, also where numpy's edges overflow or collapse."""
     if isinstance(bins, np.ndarray) or not x.size:  # explicit edges: numpy never subtracts
         return np.histogram(x, bins=bins)
@@ -256,7 +262,7 @@ def _histogram(np, x, bins):
     return np.histogram(x, bins=edges)
 
 
-def _equal_edges(np, lo: float, hi: float, n: int):
+def _equal_edges(np: ModuleType, lo: float, hi: float, n: int) -> np.ndarray:
     """Up to ``n`` + 1 strictly increasing float64 edges, equal widths from lo to hi (as
     numpy's, ±0.5 around a single value), fewer where float64 has no more between."""
     if lo == hi:
@@ -283,7 +289,7 @@ def _encode_histogram(job: Job) -> tuple[int, bytes, dict]:
     return P.BLOB_HISTOGRAM, edges.tobytes() + counts.tobytes(), meta
 
 
-def decode_histogram(payload: bytes):
+def decode_histogram(payload: bytes) -> tuple[np.ndarray, np.ndarray]:
     """(edges float64 [bins+1], counts int64 [bins]) from a histogram blob."""
     import numpy as np
 
@@ -298,7 +304,7 @@ def decode_histogram(payload: bytes):
 # -- audio ---------------------------------------------------------------------------
 
 
-def to_pcm16(samples):
+def to_pcm16(samples: np.ndarray) -> np.ndarray:
     """int16 as is; float → ``rint(clip(x, -1, 1) * 32767)`` as int16."""
     import numpy as np
 

@@ -13,8 +13,12 @@ from __future__ import annotations
 
 import sys
 import threading
+from typing import TYPE_CHECKING, Any
 
 from . import _media_encode as E
+
+if TYPE_CHECKING:
+    import numpy as np
 
 _MAX_CAPTION = 1 << 16
 _CHANNELS = (1, 3, 4)
@@ -29,7 +33,7 @@ class BadMedia(Exception):
     """Bad media from the caller: rejected (warned, counted; raised when strict)."""
 
 
-def close_figures(figure) -> None:
+def close_figures(figure: Any) -> None:
     plt = sys.modules.get("matplotlib.pyplot")  # figures made without pyplot need no close
     if plt is None or figure is None:
         return
@@ -40,7 +44,7 @@ def close_figures(figure) -> None:
             pass
 
 
-def check_caption(caption) -> str | None:
+def check_caption(caption: object) -> str | None:
     if caption is None:
         return None
     if not isinstance(caption, str):
@@ -75,7 +79,7 @@ def _grid_size(n: int, height: int, width: int) -> tuple[int, int]:
     return cols * width, -(-n // cols) * height
 
 
-def _torch_tensor(x) -> bool:
+def _torch_tensor(x: object) -> bool:
     tensor = getattr(sys.modules.get("torch"), "Tensor", None)  # torch is never imported here
     return tensor is not None and isinstance(x, tensor)
 
@@ -86,13 +90,13 @@ class _BufferPool:
     million floats is several times the copy itself. Holds at most ``limit`` bytes;
     when full it starts again empty (shapes in use come back at once)."""
 
-    def __init__(self, limit: int):
+    def __init__(self, limit: int) -> None:
         self._limit = limit
         self._free: dict = {}
         self._bytes = 0
         self._lock = threading.Lock()
 
-    def take(self, shape: tuple, dtype):
+    def take(self, shape: tuple, dtype: np.dtype) -> np.ndarray | None:
         with self._lock:
             stack = self._free.get((shape, dtype))
             if not stack:
@@ -101,7 +105,7 @@ class _BufferPool:
             self._bytes -= buf.nbytes
             return buf
 
-    def give(self, buf) -> None:
+    def give(self, buf: np.ndarray) -> None:
         if buf.nbytes > self._limit // 4:
             return
         with self._lock:
@@ -116,7 +120,7 @@ pool = _BufferPool(64 << 20)
 _torch_dtypes: dict = {}  # torch dtype → numpy dtype of the copy (half floats widen to float32)
 
 
-def _copy(a):
+def _copy(a: np.ndarray) -> np.ndarray:
     """A private C-ordered copy of numpy array ``a``, in a reused buffer when one is free."""
     import numpy as np
 
@@ -127,7 +131,7 @@ def _copy(a):
     return buf
 
 
-def _tensor_copy(t, what: str):
+def _tensor_copy(t: Any, what: str) -> np.ndarray:
     """A private numpy copy of a torch tensor (from any device: waits for it)."""
     import numpy as np
     import torch
@@ -152,7 +156,7 @@ def _tensor_copy(t, what: str):
     return buf
 
 
-def _array(x, what: str):
+def _array(x: Any, what: str) -> tuple[np.ndarray, bool, bool]:
     """(numpy array, owned, from a tensor). ``owned``: a private copy already; else the
     caller's own array, to check before copying it with :func:`_copy`."""
     import numpy as np
@@ -168,7 +172,7 @@ def _array(x, what: str):
     return a, False, False
 
 
-def _check_pixels(a, what: str) -> None:
+def _check_pixels(a: np.ndarray, what: str) -> None:
     kind = a.dtype.kind
     if kind not in "fb" and a.dtype.char != "B":
         raise BadMedia(f"{what} dtype {a.dtype} is not supported: use uint8 (0-255), float (0-1) or bool")
@@ -181,7 +185,7 @@ def _check_pixels(a, what: str) -> None:
             raise BadMedia(f"{what} has NaN or infinite pixels")
 
 
-def _axes(shape: tuple, dataformats, prefer_channels_first: bool, batch: bool) -> tuple[int, ...]:
+def _axes(shape: tuple, dataformats: object, prefer_channels_first: bool, batch: bool) -> tuple[int, ...]:
     """The permutation taking an array of ``shape`` to [N]HW[C]."""
     lead = "N" if batch else ""
     nd = len(shape) - len(lead)
@@ -216,7 +220,7 @@ def _axes(shape: tuple, dataformats, prefer_channels_first: bool, batch: bool) -
     return perm
 
 
-def image_job(image, dataformats, opts: dict) -> E.Job:
+def image_job(image: Any, dataformats: object, opts: dict) -> E.Job:
     if isinstance(image, (bytes, bytearray, memoryview)):
         return _encoded_job(bytes(image), opts)
     pil_image = getattr(sys.modules.get("PIL.Image"), "Image", None)  # None while being imported
@@ -251,7 +255,7 @@ def _encoded_job(data: bytes, opts: dict) -> E.Job:
     raise BadMedia("image bytes are neither PNG nor JPEG (pass an array or a PIL image)")
 
 
-def batch_job(batch, dataformats, opts: dict) -> E.Job:
+def batch_job(batch: Any, dataformats: object, opts: dict) -> E.Job:
     import numpy as np
 
     if isinstance(batch, (list, tuple)):
@@ -280,7 +284,7 @@ def batch_job(batch, dataformats, opts: dict) -> E.Job:
     return E.Job("batch", a, dict(opts, perm=perm), a.nbytes, pooled=True)
 
 
-def check_bins(bins):
+def check_bins(bins: object) -> int | str | np.ndarray:
     if isinstance(bins, bool):
         raise BadMedia("bins must be an int, a sequence of edges or a numpy rule name, got bool")
     if isinstance(bins, int):
@@ -304,7 +308,7 @@ def check_bins(bins):
     return edges
 
 
-def histogram_job(values, bins) -> E.Job:
+def histogram_job(values: Any, bins: int | str | np.ndarray) -> E.Job:
     import numpy as np
 
     if isinstance(values, np.ndarray):
@@ -327,7 +331,7 @@ def histogram_job(values, bins) -> E.Job:
     return E.Job("histogram", a, {"bins": bins}, a.nbytes, pooled=True)
 
 
-def audio_job(samples, sample_rate) -> E.Job:
+def audio_job(samples: Any, sample_rate: Any) -> E.Job:
     if sample_rate.__class__ is not int:
         if isinstance(sample_rate, bool) or not hasattr(sample_rate, "__index__"):
             raise BadMedia(f"sample_rate must be a positive int, got {sample_rate!r}")
@@ -354,7 +358,7 @@ def audio_job(samples, sample_rate) -> E.Job:
     return E.Job("audio", a, {"sample_rate": sample_rate}, a.nbytes, pooled=True)
 
 
-def _render(figure):
+def _render(figure: Any) -> np.ndarray:
     """A figure → H×W×4 uint8 RGBA pixels, drawn by Agg (in the caller's thread)."""
     import numpy as np
 
@@ -369,7 +373,7 @@ def _render(figure):
     return np.array(canvas.buffer_rgba(), dtype=np.uint8, copy=True)
 
 
-def figure_job(figure) -> E.Job:
+def figure_job(figure: Any) -> E.Job:
     import numpy as np
 
     if isinstance(figure, (list, tuple)):

@@ -101,6 +101,81 @@ _NAMES: dict[str, tuple[str, str]] = {
 
 __all__ = sorted(_NAMES)
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the names for the type checker; at run time __getattr__ imports each on first
+    # use (F401 is off for this file in pyproject.toml: these are re-exports)
+    from nblog.media._media_encode import decode_histogram
+
+    from ._catalog import (
+        STALE_AFTER_S,
+        default_root,
+        list_runs,
+        list_runs_meta,
+        resolve_run,
+        run_status,
+        run_summary,
+    )
+    from ._console_read import ConsoleLine, ConsoleLogs
+    from ._diff import diff_runs
+    from ._export import (
+        EXPORT_KINDS,
+        FORMATS,
+        export_root,
+        format_for,
+        read_frame,
+        refuse_linked_folders,
+        write_frame,
+        write_output,
+    )
+    from ._live import LiveRun, Series
+    from ._logfile import Delta, LogFile, read_header
+    from ._media_read import HISTOGRAM_SCHEMA, MEDIA_SCHEMA
+    from ._rankfiles import (
+        KIND_CODES,
+        WINDOW,
+        RankFiles,
+        event_files,
+        follow,
+        hide_thresholds,
+        ranks_with_logs,
+        read_all,
+        read_on,
+    )
+    from ._reader import (
+        ALERT_SCHEMA,
+        FAILURE_SCHEMA,
+        POINT_SCHEMA,
+        SYSTEM_SCHEMA,
+        TEXT_SCHEMA,
+        RunReader,
+    )
+    from ._runs_query import (
+        QueryError,
+        RunsTable,
+        parse_where,
+    )
+    from ._runs_query import (
+        groups as group_runs,
+    )
+    from ._runs_query import (
+        select as select_runs,
+    )
+    from ._select import tag_matcher, tag_set
+    from ._stragglers import STRAGGLER_SPREAD, straggler_rule
+    from ._summary import (
+        TRACEBACK_LINES,
+        failure_line,
+        overview,
+        provenance_lines,
+        tag_table,
+        timer_report,
+    )
+    from ._tag_summary import tag_summaries
+    from ._tail import DEFAULT_KINDS, KINDS, Event, Follower
+    from ._tb_import import AlreadyImported, event_folders, import_folder, run_name_for
+    from ._watch import Watcher, WatchOptions
+del TYPE_CHECKING  # not a name of nblog.reader's
+
 
 def __getattr__(name: str) -> object:
     """Import the module behind a public name on first use and cache the name here.

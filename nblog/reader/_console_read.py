@@ -22,8 +22,9 @@ import os
 import re
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
+from typing import BinaryIO
 
 from .. import _log as log
 from .._errors import RunNotFoundError
@@ -85,6 +86,11 @@ def parse_line(raw: bytes, rank: int, session: int) -> ConsoleLine | None:
     return ConsoleLine(rank, session, wall, s, name, text.decode("utf-8", "replace"))
 
 
+def _no_lines() -> Generator[bytes, None, None]:
+    """No lines, as a generator: callers close what :meth:`_File.backward` gives."""
+    yield from ()
+
+
 class _File:
     """One console file: its rank, session, and how far it has been read."""
 
@@ -142,16 +148,16 @@ class _File:
                 carry = b""
                 skipping = True
 
-    def backward(self) -> tuple[Iterator[bytes], int]:
+    def backward(self) -> tuple[Generator[bytes, None, None], int]:
         """Whole lines from the end back to the start (newest first), and the offset
         just after the last whole line (where following should start)."""
         try:
             f = open_regular(self.path)
         except FileNotFoundError:
-            return iter(()), 0
+            return _no_lines(), 0
         except OSError as err:
             self._warn(err)
-            return iter(()), 0
+            return _no_lines(), 0
         size = os.fstat(f.fileno()).st_size
         # the end of the last whole line
         end = size
@@ -167,7 +173,7 @@ class _File:
         return self._back(f, end), end
 
     @staticmethod
-    def _back(f, end: int) -> Iterator[bytes]:
+    def _back(f: BinaryIO, end: int) -> Generator[bytes, None, None]:
         with f:
             carry = b""
             pos = end - 1  # leave out the newline that ends the last line
@@ -287,17 +293,18 @@ class ConsoleLogs:
         yield from follow(self.poll, interval, timeout=timeout, sleep=sleep, clock=clock)
 
     def _discover(self) -> None:
-        if self.resolve() is None:
+        run_dir = self.resolve()
+        if run_dir is None:
             return
         try:
-            names = os.listdir(self.dir)
+            names = os.listdir(run_dir)
         except OSError:
             return
         for name in names:
             rs = parse_console_file_name(name)
             if rs is None or rs in self._files or (self.ranks is not None and rs[0] not in self.ranks):
                 continue
-            self._files[rs] = _File(rs[0], rs[1], os.path.join(self.dir, name))
+            self._files[rs] = _File(rs[0], rs[1], os.path.join(run_dir, name))
 
     def _parsed(self, f: _File, raw: Iterable[bytes]) -> Iterator[ConsoleLine]:
         match = self._re.search if self._re is not None else None

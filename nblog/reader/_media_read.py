@@ -12,7 +12,8 @@ from __future__ import annotations
 import io
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
 import polars as pl
@@ -23,6 +24,14 @@ from ..format import _pack as P
 from ..format._runfile import open_regular
 from ..media._media_encode import decode_histogram
 from ._select import tag_set as _as_tags
+
+if TYPE_CHECKING:
+    from PIL import Image
+
+    from ._reader import RunReader
+
+Tags = str | Iterable[str] | None
+Record = Mapping[str, Any] | pl.DataFrame  # a row dict of a media frame, or a one-row frame
 
 #: Columns of :meth:`RunReader.media` frames (``hidden`` added with include_hidden).
 MEDIA_SCHEMA = {
@@ -67,7 +76,8 @@ _META_COLUMNS = ("width", "height", "channels", "sample_rate", "bins", "caption"
 _STAT_COLUMNS = ("num", "min", "max", "sum", "sum_squares", "nan", "pos_inf", "neg_inf")
 
 
-def records(reader, tags, rank: int, kind: str | None, include_hidden: bool):
+def records(reader: RunReader, tags: Tags, rank: int, kind: str | None,
+            include_hidden: bool) -> Iterator[tuple[int, int, str | None, float, int, int, dict, bool]]:
     """Yield ``(session, step, name, wall_time, offset, length, meta, hidden)``."""
     wanted = _as_tags(tags)
     files = reader._rank_files(rank)
@@ -87,7 +97,7 @@ def records(reader, tags, rank: int, kind: str | None, include_hidden: bool):
             yield s, step, name, wall0 + ms / 1000.0, offset, length, meta, hidden
 
 
-def media_frame(reader, tags, rank: int, kind: str | None, include_hidden: bool) -> pl.DataFrame:
+def media_frame(reader: RunReader, tags: Tags, rank: int, kind: str | None, include_hidden: bool) -> pl.DataFrame:
     """The frame of :meth:`RunReader.media`."""
     rows: dict[str, list] = {k: [] for k in (*MEDIA_SCHEMA, "hidden")}
     for s, step, name, wall, offset, length, meta, hidden in records(reader, tags, rank, kind, include_hidden):
@@ -113,15 +123,15 @@ def media_frame(reader, tags, rank: int, kind: str | None, include_hidden: bool)
     return pl.DataFrame(rows, schema=schema)
 
 
-def _int(v) -> int | None:
+def _int(v: object) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) and -(1 << 31) <= v < (1 << 31) else None
 
 
-def _str(v) -> str | None:
+def _str(v: object) -> str | None:
     return v if isinstance(v, str) else None
 
 
-def _field(record, name: str):
+def _field(record: Record, name: str) -> Any:
     if isinstance(record, pl.DataFrame):
         if len(record) != 1:
             raise ValueError(f"a media record is one row; this frame has {len(record)}")
@@ -131,7 +141,7 @@ def _field(record, name: str):
     raise TypeError(f"a media record is a row dict or a one-row frame, got {type(record).__name__}")
 
 
-def pack_path(reader, rank: int, session: int | None = None) -> str:
+def pack_path(reader: RunReader, rank: int, session: int | None = None) -> str:
     """The pack holding the blobs of ``session`` of ``rank`` (``_pack``):
     ``media.r<rank>.s<session>.pack`` when that file exists, else ``media.r<rank>.pack``
     (also for ``session`` None)."""
@@ -142,7 +152,7 @@ def pack_path(reader, rank: int, session: int | None = None) -> str:
     return os.path.join(reader.dir, P.pack_file_name(rank))
 
 
-def pack_paths(reader, rank: int) -> list[str]:
+def pack_paths(reader: RunReader, rank: int) -> list[str]:
     """Every pack of ``rank`` there is: ``media.r<rank>.pack`` first, then the
     sessions' own packs in session order."""
     prefix = f"media.r{rank}.s"
@@ -159,7 +169,7 @@ def pack_paths(reader, rank: int) -> list[str]:
     return [legacy] + [os.path.join(reader.dir, n) for _s, n in sorted(own)]
 
 
-def _optional(record, name: str):
+def _optional(record: Record, name: str) -> int | None:
     if isinstance(record, pl.DataFrame) and name not in record.columns:
         return None
     if isinstance(record, Mapping) and name not in record:
@@ -179,7 +189,7 @@ def _open_size(path: str) -> int | None:
         return None
 
 
-def pack_check(reader, rank: int) -> dict | None:
+def pack_check(reader: RunReader, rank: int) -> dict | None:
     """The media packs of ``rank`` checked against their references without reading a
     blob (for ``nb show``); None when the rank logged no media.
 
@@ -220,7 +230,7 @@ def pack_check(reader, rank: int) -> dict | None:
     }
 
 
-def media_bytes(reader, record) -> bytes:
+def media_bytes(reader: RunReader, record: Record) -> bytes:
     """The verified blob of one record (a row of :meth:`RunReader.media`). A record
     without its ``session`` (older callers) gets the session of the one reference of
     its rank with that offset and length, when the rank has packs of several sessions.
@@ -245,10 +255,10 @@ def media_bytes(reader, record) -> bytes:
         return P.read_blob(f, offset, length, path)[1]
 
 
-def iter_bytes(reader, frame: pl.DataFrame):
+def iter_bytes(reader: RunReader, frame: pl.DataFrame) -> Iterator[tuple[dict[str, Any], bytes]]:
     """Yield ``(row dict, verified bytes)`` for each row of a media frame, opening
     each pack once."""
-    handles: dict[str, object] = {}
+    handles: dict[str, BinaryIO] = {}
     try:
         for row in frame.iter_rows(named=True):
             rank = int(row["rank"])
@@ -264,7 +274,7 @@ def iter_bytes(reader, frame: pl.DataFrame):
             f.close()
 
 
-def image(reader, record):
+def image(reader: RunReader, record: Record) -> Image.Image:
     """The image of one record as a loaded ``PIL.Image.Image``."""
     from PIL import Image
 
@@ -276,7 +286,7 @@ def image(reader, record):
     return img
 
 
-def histograms(reader, tags, rank: int, include_hidden: bool) -> pl.DataFrame:
+def histograms(reader: RunReader, tags: Tags, rank: int, include_hidden: bool) -> pl.DataFrame:
     """The frame of :meth:`RunReader.histograms`."""
     schema = dict(HISTOGRAM_SCHEMA)
     if include_hidden:
@@ -284,8 +294,12 @@ def histograms(reader, tags, rank: int, include_hidden: bool) -> pl.DataFrame:
     found = list(records(reader, tags, rank, "histogram", include_hidden))
     if not found:
         return pl.DataFrame(schema=schema)
-    record, edges_l, edges_r, counts, good = [], [], [], [], []
-    handles: dict[str, object] = {}
+    record: list[np.ndarray] = []
+    edges_l: list[np.ndarray] = []
+    edges_r: list[np.ndarray] = []
+    counts: list[np.ndarray] = []
+    good: list[tuple] = []
+    handles: dict[str, BinaryIO] = {}
     try:
         for item in found:
             s, _step, _name, _wall, offset, length, _meta, _hidden = item

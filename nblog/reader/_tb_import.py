@@ -36,13 +36,18 @@ from __future__ import annotations
 import os
 import socket
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from .. import __version__
 from .. import _log as log
 from ..format import _format as F
 from ..format._runfile import RunFile, event_file_name, next_session, read_run_json
 from ..write._runid import derive_run_id
+
+if TYPE_CHECKING:
+    import numpy as np
 
 _RECORD_OVERHEAD = 16  # u64 length, u32 length crc, u32 data crc around each record
 
@@ -197,7 +202,7 @@ def _read(source: str, done: dict[str, int]) -> tuple[list[_Session], dict[str, 
     return sessions, counts, skipped
 
 
-def _take(event, sessions: list[_Session], plugins: dict[str, str], skipped: dict[str, int]) -> None:
+def _take(event: Any, sessions: list[_Session], plugins: dict[str, str], skipped: dict[str, int]) -> None:
     """Add one event's summaries to the current session; a restart marker opens a new one."""
     if event.HasField("session_log"):
         if event.session_log.status == event.session_log.START and not sessions[-1].empty():
@@ -226,7 +231,7 @@ def _take(event, sessions: list[_Session], plugins: dict[str, str], skipped: dic
             skipped["unreadable " + (kind or "value")] = skipped.get("unreadable " + (kind or "value"), 0) + 1
 
 
-def _take_tensor(sess: _Session, wall: float, step: int, value, plugin: str, skipped: dict[str, int]) -> None:
+def _take_tensor(sess: _Session, wall: float, step: int, value: Any, plugin: str, skipped: dict[str, int]) -> None:
     from tensorboard.util import tensor_util
 
     arr = tensor_util.make_ndarray(value.tensor)
@@ -265,7 +270,7 @@ def _image(blob: bytes) -> tuple[int, bytes, dict]:
     raise ValueError("an image that is neither PNG nor JPEG")
 
 
-def _histogram_blob(edges, counts, stats: dict) -> tuple[int, bytes, dict]:
+def _histogram_blob(edges: Sequence[float] | np.ndarray, counts: Sequence[float] | np.ndarray, stats: dict) -> tuple[int, bytes, dict]:
     import numpy as np
 
     from ..format._pack import BLOB_HISTOGRAM
@@ -277,7 +282,7 @@ def _histogram_blob(edges, counts, stats: dict) -> tuple[int, bytes, dict]:
     return BLOB_HISTOGRAM, e.tobytes() + c.tobytes(), meta
 
 
-def _histogram_of_proto(h) -> tuple[int, bytes, dict]:
+def _histogram_of_proto(h: Any) -> tuple[int, bytes, dict]:
     """As TensorBoard's data_compat reads a HistogramProto: empty buckets at both ends
     dropped, the outer edges replaced by min and max; statistics kept."""
     counts = list(h.bucket)
@@ -291,7 +296,7 @@ def _histogram_of_proto(h) -> tuple[int, bytes, dict]:
     return _histogram_blob([h.min, *inner, h.max], counts[lo : hi + 1], stats)
 
 
-def _histogram_of_buckets(arr) -> tuple[int, bytes, dict]:
+def _histogram_of_buckets(arr: np.ndarray) -> tuple[int, bytes, dict]:
     """A histograms-plugin tensor of (left, right, count) rows."""
     if not len(arr):
         return _histogram_blob([0.0, 0.0], [0], {"num": 0, "min": None, "max": None, "sum": 0.0,

@@ -458,14 +458,16 @@ class Watcher:
             from ._logfile import read_header
 
             self._hosts[rank] = None
+            run_dir = self.dir
+            assert run_dir is not None  # poll() resolved it before asking for hosts
             try:
-                names = os.listdir(self.dir)
+                names = os.listdir(run_dir)
             except OSError:
                 names = []
             mine = sorted(((rs[1], n) for n in names if (rs := parse_event_file_name(n)) and rs[0] == rank),
                           reverse=True)
             for _s, name in mine:  # the latest session first
-                host = read_header(os.path.join(self.dir, name)).get("host")
+                host = read_header(os.path.join(run_dir, name)).get("host")
                 if isinstance(host, str):
                     self._hosts[rank] = host
                     break

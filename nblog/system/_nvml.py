@@ -19,7 +19,8 @@ at the next sample.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 from .. import _log as log
 
@@ -95,14 +96,14 @@ def parse_cuda_visible_devices(value: str | None) -> list[int | str] | None:
     return out
 
 
-def _s(x) -> str:
+def _s(x: object) -> str:
     return x.decode("utf-8", "replace") if isinstance(x, bytes) else str(x)
 
 
 class _Device:
     __slots__ = ("index", "handle", "prefix", "probes", "info")
 
-    def __init__(self, index: int, handle, probes: list, info: dict):
+    def __init__(self, index: int, handle: Any, probes: list, info: dict) -> None:
         self.index = index
         self.handle = handle
         self.prefix = f"system/gpu{index}/"
@@ -119,15 +120,15 @@ class Gpus:
     Not thread-safe: one sampler thread uses it.
     """
 
-    def __init__(self, warn: Callable[[tuple, str], None]):
+    def __init__(self, warn: Callable[[tuple, str], None]) -> None:
         self._warn = warn
-        self._nv = None
+        self._nv: Any = None  # the pynvml module, once open() imported it
         self.devices: list[_Device] = []
         self.driver_version: str | None = None
         self.cuda_driver_version: str | None = None
         self.note: str | None = None
 
-    def open(self, env) -> bool:
+    def open(self, env: Mapping[str, str]) -> bool:
         """Import pynvml, initialise NVML, find the visible GPUs. True if there are any."""
         try:
             import pynvml as nv
@@ -214,7 +215,7 @@ class Gpus:
 
     # -- finding the visible GPUs ----------------------------------------------------
 
-    def _visible(self, nv, value: str | None) -> list:
+    def _visible(self, nv: Any, value: str | None) -> list:
         spec = parse_cuda_visible_devices(value)
         count = nv.nvmlDeviceGetCount()
         if spec is None:
@@ -239,7 +240,7 @@ class Gpus:
         return handles
 
     @staticmethod
-    def _describe(nv, index: int, h) -> dict:
+    def _describe(nv: Any, index: int, h: Any) -> dict:
         info: dict = {"index": index}
         for key, call in (
             ("name", lambda: _s(nv.nvmlDeviceGetName(h))),
@@ -255,7 +256,7 @@ class Gpus:
         return info
 
 
-def _by_uuid(nv, ident: str, count: int):
+def _by_uuid(nv: Any, ident: str, count: int) -> Any:
     """The handle of the GPU or MIG device named by a UUID, a unique prefix, or
     ``MIG-GPU-<uuid>/<gi>/<ci>``; None if it names none."""
     if ident.startswith("MIG-GPU-") and "/" in ident:
@@ -274,7 +275,7 @@ def _by_uuid(nv, ident: str, count: int):
     return matches[0] if len(matches) == 1 else None
 
 
-def _all_uuids(nv, count: int, mig: bool):
+def _all_uuids(nv: Any, count: int, mig: bool) -> Iterator[tuple[str, Any]]:
     for i in range(count):
         try:
             h = nv.nvmlDeviceGetHandleByIndex(i)
@@ -293,7 +294,7 @@ def _all_uuids(nv, count: int, mig: bool):
                 pass
 
 
-def _migs(nv, parent):
+def _migs(nv: Any, parent: Any) -> Iterator[Any]:
     try:
         n = nv.nvmlDeviceGetMaxMigDeviceCount(parent)
     except (nv.NVMLError, AttributeError):
@@ -305,7 +306,7 @@ def _migs(nv, parent):
             continue
 
 
-def _mig_by_instance(nv, parent, gi: int, ci: int):
+def _mig_by_instance(nv: Any, parent: Any, gi: int, ci: int) -> Any:
     for m in _migs(nv, parent):
         try:
             if nv.nvmlDeviceGetGpuInstanceId(m) == gi and nv.nvmlDeviceGetComputeInstanceId(m) == ci:
@@ -315,7 +316,7 @@ def _mig_by_instance(nv, parent, gi: int, ci: int):
     return None
 
 
-def _reasons_function(nv, handle):
+def _reasons_function(nv: Any, handle: Any) -> Callable[[Any], int] | None:
     """``nvmlDeviceGetCurrentClocksEventReasons`` (driver ≥ 535), else the older
     ``...ThrottleReasons``; chosen once."""
     fn = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None)
@@ -331,8 +332,9 @@ def _reasons_function(nv, handle):
     return getattr(nv, "nvmlDeviceGetCurrentClocksThrottleReasons", None) or fn
 
 
-def _probes(nv, reasons) -> list[tuple[str, Callable]]:
-    """The metric table: (name, fn(handle, prefix, out)); each fn adds its keys."""
+def _probes(nv: Any, reasons: Any) -> list[tuple[str, Callable]]:
+    """The metric table: (name, fn(handle, prefix, out)); each fn adds its keys. ``reasons``:
+    :func:`_reasons_function`'s function, or None (no throttle probe)."""
     get_util = nv.nvmlDeviceGetUtilizationRates
     get_mem = nv.nvmlDeviceGetMemoryInfo
     get_temp = nv.nvmlDeviceGetTemperature
@@ -340,10 +342,10 @@ def _probes(nv, reasons) -> list[tuple[str, Callable]]:
     get_limit = nv.nvmlDeviceGetEnforcedPowerLimit
     get_clock = nv.nvmlDeviceGetClockInfo
 
-    def utilization(h, p, out):
+    def utilization(h: Any, p: str, out: dict[str, float]) -> None:
         out[p + "utilization_percent"] = float(get_util(h).gpu)
 
-    def memory(h, p, out):
+    def memory(h: Any, p: str, out: dict[str, float]) -> None:
         m = get_mem(h)
         used, total = float(m.used), float(m.total)
         out[p + "memory_used_bytes"] = used
@@ -351,22 +353,22 @@ def _probes(nv, reasons) -> list[tuple[str, Callable]]:
         if total > 0:
             out[p + "memory_percent"] = used / total * 100.0
 
-    def temperature(h, p, out):
+    def temperature(h: Any, p: str, out: dict[str, float]) -> None:
         out[p + "temperature_c"] = float(get_temp(h, _TEMPERATURE_GPU))
 
-    def power(h, p, out):
+    def power(h: Any, p: str, out: dict[str, float]) -> None:
         out[p + "power_w"] = get_power(h) / 1000.0  # NVML: milliwatts
 
-    def power_limit(h, p, out):
+    def power_limit(h: Any, p: str, out: dict[str, float]) -> None:
         out[p + "power_limit_w"] = get_limit(h) / 1000.0
 
-    def sm_clock(h, p, out):
+    def sm_clock(h: Any, p: str, out: dict[str, float]) -> None:
         out[p + "sm_clock_mhz"] = float(get_clock(h, _CLOCK_SM))
 
-    def memory_clock(h, p, out):
+    def memory_clock(h: Any, p: str, out: dict[str, float]) -> None:
         out[p + "memory_clock_mhz"] = float(get_clock(h, _CLOCK_MEM))
 
-    def throttle(h, p, out):
+    def throttle(h: Any, p: str, out: dict[str, float]) -> None:
         bits = int(reasons(h))
         out[p + "throttle_reasons"] = float(bits)
         out[p + "throttle_thermal"] = 1.0 if bits & (_SW_THERMAL | _HW_THERMAL) else 0.0

@@ -36,17 +36,23 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from .. import _log as log
 from ..write._launch import hostname
 from ._nvml import Gpus
 
+TYPE_CHECKING = False  # typing is not imported before a sampler starts
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ..write._run import Run
+
 PSUTIL_GROUPS = ("cpu", "memory", "disk", "network")
 _JOIN_S = 1.0  # how long finish waits for the thread (SIGTERM must flush within 1 s)
 
 
-def start_sampler(run, groups, interval: float, env: Mapping[str, str]) -> SamplerThread | None:
+def start_sampler(run: Run, groups: Iterable[str] | None, interval: float, env: Mapping[str, str]) -> SamplerThread | None:
     """Start sampling ``groups`` every ``interval`` seconds into ``run``'s event log.
 
     Creates this rank's event log now, in the caller's thread (so the sampler never
@@ -75,15 +81,16 @@ class Sampler:
     ``close``; failures are warned once per kind.
     """
 
-    def __init__(self, groups, env: Mapping[str, str], *, clock=time.monotonic):
+    def __init__(self, groups: Iterable[str], env: Mapping[str, str], *,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.groups = tuple(groups)
         self._env = env
         self._clock = clock
         self._warned: set = set()
-        self._psutil = None
-        self._process = None
+        self._psutil: Any = None  # the psutil module, once open() imported it
+        self._process: Any = None  # psutil.Process() of this process
         self._prev: dict[str, tuple[float, tuple[int, ...]]] = {}
-        self._readers: list[tuple[str, object]] = []
+        self._readers: list[tuple[str, Callable[[dict], None]]] = []
         self.gpus: Gpus | None = None
         self.gpu_note: str | None = None  # why there are no GPU metrics, if there are none
 
@@ -224,7 +231,7 @@ class Sampler:
 class SamplerThread:
     """Runs a :class:`Sampler` in the ``nblog-system`` daemon thread, logging into a run."""
 
-    def __init__(self, run, sampler: Sampler, interval: float):
+    def __init__(self, run: Run, sampler: Sampler, interval: float) -> None:
         self._run = run
         self.sampler = sampler
         self.interval = float(interval)

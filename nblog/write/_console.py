@@ -44,6 +44,12 @@ import threading
 
 from .. import _log as log
 
+TYPE_CHECKING = False  # typing is not imported: `import nblog` stays light
+if TYPE_CHECKING:
+    from typing import TextIO
+
+    from ._run import Run
+
 _TEE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_console_tee.py")
 _PIPE_MAX = 4 << 20  # bytes of pipe buffer asked for, at most
 _PUBLISH_S = 0.05  # seconds between step publications (the stamp's step lags by at most this)
@@ -61,7 +67,7 @@ def console_file_name(rank: int, session: int) -> str:
     return f"console.r{rank}.s{session}.log"
 
 
-def capture(run, interval: float) -> Capture | None:
+def capture(run: Run | None, interval: float) -> Capture | None:
     """Capture this process's fd 1 and 2 for ``run`` (None: end any capture).
 
     The helper appends to the file every ``interval`` seconds (the run's flush
@@ -126,7 +132,7 @@ class Capture:
             file or helper process could be made (everything made is closed again).
     """
 
-    def __init__(self, run, path: str, interval: float):
+    def __init__(self, run: Run, path: str, interval: float) -> None:
         self.path = path
         self.rank = run.rank
         self._run = run
@@ -324,7 +330,7 @@ def _forward(src: int, dst: int, seconds: float = 0.2) -> None:
         pass
 
 
-def _flush(stream) -> None:
+def _flush(stream: TextIO | None) -> None:
     try:
         if stream is not None:
             stream.flush()

@@ -6,7 +6,7 @@ import errno
 import os
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from .. import __version__
 from .. import _log as log
@@ -229,7 +229,8 @@ def init(
     return run
 
 
-def _start_provenance(run: Run, settings: Settings, ranks: RankInfo, env, host, job_id, job_source) -> None:
+def _start_provenance(run: Run, settings: Settings, ranks: RankInfo, env: Mapping[str, str], host: str,
+                      job_id: str | None, job_source: str | None) -> None:
     """Record provenance in a thread of its own (rank 0 with the uncommitted diff, local
     rank 0 of other machines without), started last so that init never waits for the
     GIL while it collects."""
@@ -247,7 +248,8 @@ def _start_provenance(run: Run, settings: Settings, ranks: RankInfo, env, host, 
         log.info("nblog: provenance not recorded: %s", err)
 
 
-def _inert(project, name, rid, run_dir, ranks: RankInfo, config, settings: Settings) -> Run:
+def _inert(project: str, name: str | None, rid: str, run_dir: str | None, ranks: RankInfo, config: dict,
+           settings: Settings) -> Run:
     return Run(
         project=project, name=name, run_id=rid, run_dir=run_dir, rank=ranks.rank,
         local_rank=ranks.local_rank, world_size=ranks.world_size, session=0, config=config,
@@ -303,7 +305,9 @@ def _wait_cap(world_size: int) -> float:
 
 
 def _wait_for(run_dir: str, wait_s: float, launch: dict[str, str], *, world_size: int = 1,
-              sleep=time.sleep, clock=time.monotonic, rand=None, read=read_run_json) -> dict | None:
+              sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic,
+              rand: Callable[[], float] | None = None,
+              read: Callable[[str], dict | None] = read_run_json) -> dict | None:
     """Poll until rank 0 has opened the run for this launch; run.json's content then
     (``{}`` when it cannot be parsed and no launch is asked for), None after ``wait_s`` s.
 
@@ -393,8 +397,9 @@ def _look_up_again(folder: str) -> None:
         pass
 
 
-def _open_rank0(project, name, rid, how, job_id, job_source, project_dir, ranks, config,
-                settings: Settings, host, env) -> Run:
+def _open_rank0(project: str, name: str | None, rid: str, how: str, job_id: str | None, job_source: str | None,
+                project_dir: str, ranks: RankInfo, config: dict, settings: Settings, host: str,
+                env: Mapping[str, str]) -> Run:
     made_project = not os.path.isdir(project_dir)
     try:
         os.makedirs(project_dir, exist_ok=True)
@@ -535,8 +540,9 @@ def _highest_step(run: Run) -> int | None:
     return step if step > high else high
 
 
-def _make_run(project, name, rid, run_dir, ranks: RankInfo, runfile: RunFile | None, config,
-              settings: Settings, host, env, job_id, job_source, session: int | None = None,
+def _make_run(project: str, name: str | None, rid: str, run_dir: str, ranks: RankInfo, runfile: RunFile | None,
+              config: dict, settings: Settings, host: str, env: Mapping[str, str], job_id: str | None,
+              job_source: str | None, session: int | None = None,
               step_start: int | None = None) -> Run:
     is_logging = ranks.rank == 0
     if session is None:
@@ -567,7 +573,7 @@ def _make_run(project, name, rid, run_dir, ranks: RankInfo, runfile: RunFile | N
         if runfile is not None:
             written = [None, 0]  # the last step and summary change in run.json: rewritten when they move
 
-            def on_first(step: int, _s=run.session) -> None:
+            def on_first(step: int, _s: int = run.session) -> None:
                 written[0] = last = max(step, _highest_step(run) or 0)
                 writer = holder[0]
                 changes = writer.summary_changes if writer is not None else 0
@@ -575,7 +581,7 @@ def _make_run(project, name, rid, run_dir, ranks: RankInfo, runfile: RunFile | N
                 runfile.update_session(_s, first_step=step, last_step=last, updated=time.time(), **extra)
                 written[1] = changes
 
-            def on_progress(_s=run.session) -> bool:
+            def on_progress(_s: int = run.session) -> bool:
                 step = _highest_step(run)
                 writer = holder[0]
                 changes = writer.summary_changes if writer is not None else written[1]
@@ -614,7 +620,7 @@ def _make_run(project, name, rid, run_dir, ranks: RankInfo, runfile: RunFile | N
     run._t0 = t0
     run._runfile = runfile
     if runfile is not None:
-        def finalize(status: str, reason: str | None, _s=run.session) -> None:
+        def finalize(status: str, reason: str | None, _s: int = run.session) -> None:
             try:
                 writer = run._writer
                 runfile.update_session(

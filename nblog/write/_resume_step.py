@@ -27,6 +27,10 @@ import zlib
 from ..format import _format as F
 from ..format._runfile import open_regular, parse_event_file_name
 
+TYPE_CHECKING = False  # typing is not imported: `import nblog` stays light
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
 _HEAD = 256 << 10  # bytes read at the start of a log: its session header and first tags
 _TAIL = (2 << 20) + 64  # bytes read at its end: more than one whole POINTS frame (1 MiB)
 _LITTLE = sys.byteorder == "little"
@@ -141,7 +145,7 @@ def _max_point_step(payload: memoryview, system: set[int]) -> int | None:
     return max((s for s, _v, t, _ms in F.POINT.iter_unpack(payload) if t not in system), default=None)
 
 
-def _frames(data: bytes, pos: int):
+def _frames(data: bytes, pos: int) -> Iterator[tuple[int, memoryview]]:
     """``(type, payload)`` of each whole, checksummed frame in ``data`` from ``pos``,
     which may be in the middle of a frame (the tail of a log): bytes that are not a
     valid frame are skipped up to the next frame magic."""

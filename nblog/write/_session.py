@@ -130,7 +130,8 @@ def load_run_json_for_resume(run_dir: str) -> dict | None:
     """
     obj, state = read_run_json_retrying(run_dir)
     rebuilt = sessions_from_logs(run_dir)
-    if state == "ok":
+    data: dict | None
+    if state == "ok" and obj is not None:  # "ok" comes with the object
         try:
             write_json_atomic(os.path.join(run_dir, RUN_JSON_BACKUP), obj)
         except OSError:

@@ -87,7 +87,8 @@ def parse_system(value: object, where: str) -> tuple[str, ...]:
             return ()
         value = [p.strip() for p in v.split(",") if p.strip()]
     try:
-        groups = tuple(dict.fromkeys(str(g).lower() for g in value))  # type: ignore[union-attr]
+        # any iterable of names; one that is not raises TypeError, answered just below
+        groups = tuple(dict.fromkeys(str(g).lower() for g in value))  # type: ignore[attr-defined]
     except TypeError:
         raise ValueError(f"{where} must be a bool or a list of groups, got {value!r}") from None
     bad = [g for g in groups if g not in SYSTEM_GROUPS]

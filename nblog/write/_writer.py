@@ -35,7 +35,7 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from .. import _log as log
 from ..format import _format as F
@@ -167,7 +167,7 @@ class Writer:
         heartbeat_interval: float = 60.0,
         on_first_step: Callable[[int], None] | None = None,
         buffers: tuple[bytearray, list, list, list] | None = None,
-        on_progress: Callable[[], None] | None = None,
+        on_progress: Callable[[], bool | None] | None = None,
         progress_interval: float = 5.0,
         media_sink: Callable[[list], list] | None = None,
         summary: dict | None = None,
@@ -331,7 +331,7 @@ class Writer:
         except OSError:
             pass
 
-    def stats(self, **extra) -> None:
+    def stats(self, **extra: object) -> None:
         """Queue a STATS frame now (counters plus ``extra``) and write it at the next drain."""
         with self._lock:
             if not self._closed:
@@ -350,7 +350,7 @@ class Writer:
                 if self._closed:
                     return
                 try:
-                    wrote = self._drain()
+                    wrote: bool | None = self._drain()
                     now = time.monotonic()
                     if not wrote and now - self._last_write >= self._heartbeat:
                         self._write_stats({})
@@ -623,7 +623,7 @@ class Writer:
         for tid, rows in groups.items():
             self._fold_tag(tid, [steps[3 * i] for i in rows], [values[3 * i + 1] for i in rows])
 
-    def _fold_tag(self, tid: int, steps, values) -> None:
+    def _fold_tag(self, tid: int, steps: Sequence[int], values: Sequence[float]) -> None:
         """Fold one tag's points (``steps``, ``values``: sequences in log order) into
         its entry: last = the value at the largest step (latest among equal ones; the
         session's first point replaces the earlier sessions' last, as the hiding rule
@@ -633,7 +633,8 @@ class Writer:
         j = len(steps) - 1
         if steps[j] != top:
             j -= list(steps)[::-1].index(top)
-        lo, hi = min(values), max(values)
+        lo: float | None = min(values)
+        hi: float | None = max(values)
         if lo != lo:  # the first value is NaN
             finite = [v for v in values if v == v]
             lo, hi = (min(finite), max(finite)) if finite else (None, None)

@@ -2,7 +2,8 @@
 
 The graph is built from the source with ``ast``: every ``import`` and ``from ... import``
 counts, module level or inside a function, so a circle hidden behind a function-local import
-is still a circle.
+is still a circle. Only imports under ``if TYPE_CHECKING:`` are left out: the type checker
+reads them, Python never runs them (a module naming the type of what it is handed).
 """
 
 from __future__ import annotations
@@ -35,6 +36,18 @@ def _resolve(name: str, mods: dict[str, Path]) -> str | None:
     return None
 
 
+def _typing_only(tree: ast.AST) -> set[int]:
+    """ids of the nodes under an ``if TYPE_CHECKING:`` (or ``typing.TYPE_CHECKING``)."""
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If):
+            t = node.test
+            if (isinstance(t, ast.Name) and t.id == "TYPE_CHECKING") or (
+                    isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING"):
+                out.update(id(n) for stmt in node.body for n in ast.walk(stmt))
+    return out
+
+
 def _graph(mods: dict[str, Path]) -> dict[str, set[str]]:
     """module -> the modules of the two packages it imports (anywhere in its source)."""
     graph: dict[str, set[str]] = {}
@@ -42,7 +55,11 @@ def _graph(mods: dict[str, Path]) -> dict[str, set[str]]:
         is_pkg = path.name == "__init__.py"
         package = mod if is_pkg else mod.rpartition(".")[0]
         edges: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        skip = _typing_only(tree)
+        for node in ast.walk(tree):
+            if id(node) in skip:
+                continue
             targets: list[str] = []
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
@@ -120,6 +137,16 @@ def test_the_checker_sees_a_function_local_circle(tmp_path: Path) -> None:
     (pkg / "_b.py").write_text("x = 1\ndef f():\n    from nblog import _a\n")
     graph = _graph(_modules(tmp_path))
     assert _cycles(graph) == [["nblog._a", "nblog._b"]]
+
+
+def test_the_checker_leaves_out_typing_only_imports(tmp_path: Path) -> None:
+    """An import under ``if TYPE_CHECKING:`` never runs: it closes no circle."""
+    pkg = tmp_path / "nblog"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "_a.py").write_text("from ._b import x\n")
+    (pkg / "_b.py").write_text("TYPE_CHECKING = False\nif TYPE_CHECKING:\n    from ._a import y\nx = 1\n")
+    assert _cycles(_graph(_modules(tmp_path))) == []
 
 
 def test_nblog_never_imports_nbcli() -> None:

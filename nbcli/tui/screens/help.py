@@ -65,5 +65,6 @@ class HelpScreen(ModalScreen[None]):
             yield Static(table)
             yield Static(Text(LEGEND, style="dim"))
 
-    def action_dismiss(self) -> None:
+    # the binding's action, called without a result (Screen's own is async, takes one)
+    def action_dismiss(self) -> None:  # type: ignore[override]
         self.dismiss(None)

@@ -8,9 +8,12 @@ Reading happens in thread workers (``_load``) that post results as messages; a
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import on, work
@@ -34,6 +37,9 @@ from ..widgets.mediapane import MediaPane
 from ..widgets.plot import BraillePlot, PlotSpec
 from ..widgets.tagtree import TagTree
 from .prompt import RankPrompt
+
+if TYPE_CHECKING:
+    from nblog.reader import ConsoleLogs
 
 VIEWS = ("scalars", "timers", "system", "text", "media", "console")
 FOCUS = {"scalars": "#tags", "timers": "#timer-table", "system": "#sys-scroll", "text": "#text-log",
@@ -149,7 +155,7 @@ class RunScreen(Screen):
         self._machines = 0
         self._timer_rows: list[dict] = []
         self._media_key: tuple | None = None
-        self._con_logs = None  # ConsoleLogs of _con_rank, used only by the load worker (under model.lock)
+        self._con_logs: ConsoleLogs | None = None  # ConsoleLogs of _con_rank, used only by the load worker (under model.lock)
         self._con_rank: int | None = None
         self.events: list[dict] = []  # failures and alerts of the run (all ranks), read by _read_events
         self._run_events: RunEvents | None = None  # used only by the events worker
@@ -599,8 +605,10 @@ class RunScreen(Screen):
             root = os.path.dirname(os.path.dirname(self.model.primary.dir)) or "."
             navigator(self.app).show_runs_of(root)
 
-    def palette_commands(self):
-        cmds = [(f"View: {v}", f"Switch to the {v} view", (lambda v=v: self.action_view(v))) for v in VIEWS]
+    def palette_commands(self) -> list[tuple[str, str, Callable[[], object]]]:
+        """The command palette's entries of this screen: (title, help, callback)."""
+        cmds: list[tuple[str, str, Callable[[], object]]] = [
+            (f"View: {v}", f"Switch to the {v} view", functools.partial(self.action_view, v)) for v in VIEWS]
         cmds += [
             ("X axis: next", "Step → wall time → active time", self.action_cycle_axis),
             ("Smoothing: more", "Raise the EMA weight", lambda: self.action_smooth(1)),

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
+from typing import Any
 
 from rich.text import Text
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
@@ -57,7 +59,7 @@ class RunsScreen(Screen):
     def compose(self) -> ComposeResult:
         yield Static(self._header(), id="runs-header", classes="header")
         yield Input(placeholder="filter runs: type to filter, / to focus", id="runs-filter", select_on_focus=False)
-        table = DataTable(id="runs-table", cursor_type="row", zebra_stripes=True)
+        table: DataTable[Any] = DataTable(id="runs-table", cursor_type="row", zebra_stripes=True)
         yield table
         yield Static(Text("loading…", style="dim"), id="runs-empty", classes="note")
         yield Footer()
@@ -174,10 +176,11 @@ class RunsScreen(Screen):
     def _filter_done(self) -> None:
         self.query_one(DataTable).focus()
 
-    def on_key(self, event) -> None:
+    def on_key(self, event: events.Key) -> None:
         # type to filter: a printable key the table does not use goes to the filter
         table = self.query_one(DataTable)
-        if self.focused is table and event.is_printable and event.character not in (" ", "/", "?", "q"):
+        if (self.focused is table and event.is_printable and event.character is not None
+                and event.character not in (" ", "/", "?", "q")):
             box = self.query_one("#runs-filter", Input)
             box.focus()
             box.insert_text_at_cursor(event.character)
@@ -239,7 +242,8 @@ class RunsScreen(Screen):
         box.value = ""
         self.query_one(DataTable).focus()
 
-    def palette_commands(self):
+    def palette_commands(self) -> list[tuple[str, str, Callable[[], object]]]:
+        """The command palette's entries of this screen: (title, help, callback)."""
         return [
             ("Open run(s)", "Open the highlighted run, or the selected ones overlaid", self.action_open),
             ("Filter runs", "Focus the filter box", self.action_focus_filter),

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from rich.segment import Segment
@@ -187,7 +188,7 @@ class HeatRowsView(ScrollView, can_focus=True):
 
     DEFAULT_CSS = "HeatRowsView { height: 1fr; }"
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.rows: HeatRows | None = None
         self._strips: dict[int, Strip] = {}
@@ -240,7 +241,7 @@ class RankHeatMap(Vertical):
     RankHeatMap > Static { height: auto; }
     """
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.data: HeatData | None = None
         self.by_machine = False

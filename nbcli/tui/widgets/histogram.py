@@ -9,7 +9,9 @@ tested without an app; :class:`HistogramView` lays them out in the space it has.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from rich.text import Text
@@ -50,7 +52,7 @@ class HistogramData:
     unreadable: int = 0
 
 
-def axis_labels(width: int, value_at) -> str:
+def axis_labels(width: int, value_at: Callable[[float], float]) -> str:
     """A line of exactly ``width`` cells labelling a value axis ``width`` cells wide:
     the value at the left edge starts the line, the value at the right edge ends it
     (right-aligned), and the value at the middle (``value_at(width / 2)``) is centred
@@ -281,7 +283,7 @@ class HistogramView(Widget):
 
     DEFAULT_CSS = "HistogramView { height: 1fr; width: 1fr; }"
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.data: HistogramData | None = None
 

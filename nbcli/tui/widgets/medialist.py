@@ -7,6 +7,8 @@ A tag with many records is filled when it is opened.
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.text import Text
 from textual import events
 from textual.message import Message
@@ -56,7 +58,7 @@ class MediaList(Tree):
             super().__init__()
             self.key = key
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__("media", **kwargs)
         self.show_root = False
         self.guide_depth = 2
@@ -78,7 +80,7 @@ class MediaList(Tree):
             return
         omitted = omitted or {}
         cursor = self.cursor_key
-        was_open = {n.data[0] for n in self.root.children if n.is_expanded}
+        was_open = {n.data[0] for n in self.root.children if n.is_expanded and n.data is not None}
         first = not self._keys
         self._keys = keys
         self._by_tag = {}

@@ -5,9 +5,11 @@ no media at all)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.cells import cell_len
 from rich.text import Text
-from textual.app import ComposeResult
+from textual.app import ComposeResult, RenderResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Static
 
@@ -89,7 +91,7 @@ def head_text(data: MediaData, width: int = 0) -> Text:
 class MediaHead(Static):
     """:func:`head_text` of the record shown, fitted to the widget's width."""
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(Text("loading…", style="dim"), **kwargs)
         self.data: MediaData | None = None
 
@@ -97,7 +99,7 @@ class MediaHead(Static):
         self.data = data
         self.refresh()
 
-    def render(self):
+    def render(self) -> RenderResult:
         if self.data is None:
             return super().render()
         return head_text(self.data, self.size.width)
@@ -107,7 +109,7 @@ class MediaPane(Horizontal):
     """See the module docstring. ``image_mode``: how images are drawn
     (:func:`~nbcli.tui.widgets.picture.pick_mode`)."""
 
-    def __init__(self, image_mode: str = "auto", **kwargs) -> None:
+    def __init__(self, image_mode: str = "auto", **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.image_mode = image_mode
         self.data: MediaData | None = None

@@ -14,10 +14,14 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, TextIO
 
 from rich.text import Text
 from textual.containers import Container
 from textual.widgets import Static
+
+if TYPE_CHECKING:
+    from PIL import Image
 
 #: Accepted values of ``--images`` / ``$NB_TUI_IMAGE``.
 IMAGE_MODES = ("auto", "kitty", "sixel", "halfblock")
@@ -75,13 +79,13 @@ class _NotATerminal:
     """Stands in for ``sys.__stdout__`` while textual-image is imported: it says it is
     no terminal, so nothing is written to or read from the real one."""
 
-    def __init__(self, real):
+    def __init__(self, real: TextIO | None) -> None:
         self._real = real
 
     def isatty(self) -> bool:
         return False
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self._real, name)
 
 
@@ -102,11 +106,12 @@ def image_widget_class(mode: str) -> type:
         real = sys.__stdout__
         # textual-image reads the cell size from these when stdout is no terminal
         os.environ["TEXTUAL_CELL_WIDTH"], os.environ["TEXTUAL_CELL_HEIGHT"] = str(cell[0]), str(cell[1])
-        sys.__stdout__ = _NotATerminal(real)
+        # typeshed declares sys.__stdout__ Final; it is swapped for this one import only
+        sys.__stdout__ = _NotATerminal(real)  # type: ignore[misc, assignment]
         try:
             import textual_image.widget  # noqa: F401
         finally:
-            sys.__stdout__ = real
+            sys.__stdout__ = real  # type: ignore[misc]
             for k, v in saved_env.items():
                 if v is None:
                     os.environ.pop(k, None)
@@ -132,7 +137,7 @@ def fit_cells(width_px: int, height_px: int, max_cols: int, max_rows: int,
     return cols, rows
 
 
-def halfblock_pixels(image, cols: int, rows: int):
+def halfblock_pixels(image: Image.Image, cols: int, rows: int) -> Image.Image:
     """``image`` scaled to the ``cols`` × ``2·rows`` pixels that half blocks draw:
     pixel for pixel when enlarging (a small image stays sharp), averaged when
     shrinking. Returns an RGB ``PIL.Image.Image``."""
@@ -155,16 +160,16 @@ class Picture(Container):
 
     DEFAULT_CSS = "Picture { height: 1fr; width: 1fr; align: center top; }"
 
-    def __init__(self, mode: str = "auto", **kwargs) -> None:
+    def __init__(self, mode: str = "auto", **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.mode = mode
-        self.image = None
-        self._widget = None
+        self.image: Image.Image | None = None
+        self._widget: Any = None  # the textual-image widget, of a class picked at run time
         self._picked = "halfblock"
         self._cell = DEFAULT_CELL
         self._shown: tuple | None = None
 
-    def show(self, image) -> None:
+    def show(self, image: Image.Image | None) -> None:
         """Show ``image`` (a ``PIL.Image.Image``; None: nothing)."""
         self.image = image
         self._shown = None

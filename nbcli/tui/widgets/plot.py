@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from rich.segment import Segment
@@ -29,6 +31,9 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from ..text import clean, fmt_compact, fmt_span
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
 # Braille dot bits by (row 0-3, column 0-1) inside a cell.
 _BITS = np.array([[0x01, 0x08], [0x02, 0x10], [0x04, 0x20], [0x40, 0x80]], dtype=np.uint8)
@@ -103,7 +108,7 @@ def nice_ticks(lo: float, hi: float, n: int) -> list[float]:
     mag = 10 ** math.floor(math.log10(raw))
     step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
     first = math.ceil(lo / step) * step
-    out = []
+    out: list[float] = []
     v = first
     while v <= hi + step * 1e-9 and len(out) < 50:
         out.append(0.0 if abs(v) < step * 1e-9 else v)
@@ -268,10 +273,10 @@ def render_spec(spec: PlotSpec, width: int, height: int,
     cols = max(1, width - margin - 1)
     r = Raster(cols, plot_h)
 
-    def mapx(v):
+    def mapx(v: ArrayLike) -> np.ndarray:
         return np.rint((np.asarray(v, np.float64) - x0) / (x1 - x0) * (2 * cols - 1)).astype(np.int64)
 
-    def mapy(v):
+    def mapy(v: ArrayLike) -> np.ndarray:
         return np.rint((y1 - np.asarray(v, np.float64)) / (y1 - y0) * (4 * plot_h - 1)).astype(np.int64)
 
     for f in spec.fills:
@@ -326,14 +331,14 @@ def render_spec(spec: PlotSpec, width: int, height: int,
         ch, row = glyph.get(kind, ("?", 0))
         r.put(int(mapx(v)) // 2, row, ch, mark_id)
     # y axis rows
-    tick_rows = {}
+    tick_rows: dict[int, str] = {}
     for v, label in zip(yt, ylabels, strict=True):
         row = int(mapy(v)) // 4
         if 0 <= row < plot_h:
             tick_rows[row] = label
     for row in range(plot_h):
-        label = tick_rows.get(row)
-        left = (label.rjust(margin - 1) + "┤") if label is not None else (" " * (margin - 1) + "│")
+        tick = tick_rows.get(row)
+        left = (tick.rjust(margin - 1) + "┤") if tick is not None else (" " * (margin - 1) + "│")
         rows_out.append([Segment(left[:-1], LABEL), Segment(left[-1], AXIS), *_merge(r.row(row))])
     # x axis and labels
     span = x1 - x0
@@ -377,14 +382,14 @@ class BraillePlot(Widget):
     BraillePlot { height: 1fr; width: 1fr; min-height: 5; }
     """
 
-    def __init__(self, spec: PlotSpec | None = None, **kwargs):
+    def __init__(self, spec: PlotSpec | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._spec = spec or PlotSpec(message="loading…")
         self._rows: list[list[Segment]] | None = None
         self._rows_size = (0, 0)
         self._alerts: tuple[tuple[float, ...], str] = ((), "")
 
-    def set_markers(self, xs, label: str = "!") -> None:
+    def set_markers(self, xs: Iterable[float], label: str = "!") -> None:
         """Vertical marks at the x positions ``xs`` (floats: the steps of failures
         and alerts), with ``label`` (one character) on the top row; kept when
         :attr:`spec` changes, until set again (an empty ``xs`` clears them)."""

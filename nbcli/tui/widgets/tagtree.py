@@ -6,6 +6,9 @@ expands its matches only when there are few of them. Labels are literal text.
 
 from __future__ import annotations
 
+from typing import Any
+
+from rich.text import Text
 from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import Tree
@@ -57,7 +60,7 @@ class TagTree(Tree):
             super().__init__()
             self.tag = tag
 
-    def __init__(self, **kwargs):
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__("tags", **kwargs)
         self.show_root = False
         self.guide_depth = 2
@@ -103,7 +106,7 @@ class TagTree(Tree):
             leaf = node.add_leaf(self._leaf_label(last, tag), data=tag)
             self._leaf_nodes[tag] = leaf
 
-    def _leaf_label(self, last: str, tag: str):
+    def _leaf_label(self, last: str, tag: str) -> Text:
         label = lit(("● " if tag in self.selected else "  ") + last)
         if tag in self.selected:
             label.stylize("bold #5fafff")
