@@ -37,6 +37,10 @@ import struct
 import sys
 import zlib
 
+TYPE_CHECKING = False  # typing is not imported: `import nblog` stays light
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 FORMAT_VERSION = 2  # 2: COLUMNS frames; files of version 1 (POINTS frames only) are still read
 FILE_MAGIC = b"NBEV"
 FILE_HEADER = struct.Struct("<4sHH")
@@ -97,7 +101,7 @@ def block_layout(n: int) -> tuple[int, int, int]:
     return -(-end // POINT_SIZE) * POINT_SIZE, step_at, values_at
 
 
-def block_packer(tids: tuple[int, ...]):
+def block_packer(tids: tuple[int, ...]) -> Callable[..., bytes] | None:
     """A callable ``(step, ms, *values) -> bytes`` packing one block of the points of
     ``tids`` (1 to ``BLOCK_MAX_TAGS`` tag ids), or None where blocks are not used (a
     big-endian machine). Values must be float, int or bool (``struct`` converts them
@@ -116,7 +120,7 @@ def block_packer(tids: tuple[int, ...]):
     return partial(struct.Struct(fmt).pack, *head)
 
 
-def block_tids(buf, at: int) -> tuple[int, ...]:
+def block_tids(buf: bytes | bytearray | memoryview, at: int) -> tuple[int, ...]:
     """The tag ids of the block starting at byte ``at`` of ``buf``."""
     words = memoryview(buf)[at : at + 24].cast("I")
     n = words[0]

@@ -156,6 +156,11 @@ CODE_FIELDS = (
 _MAX_DIFF_READ = 1 << 21  # the diff file holds at most 1 MiB (write/_provenance.DIFF_LIMIT)
 
 
+def _dict(v: object) -> dict:
+    """``v`` if it is a dict, else an empty one (a record written by another version)."""
+    return v if isinstance(v, dict) else {}
+
+
 def _code(run_dir: str) -> tuple[dict | None, dict]:
     """(rank 0's provenance record of its latest session or None, its CODE_FIELDS values)."""
     import hashlib
@@ -169,10 +174,8 @@ def _code(run_dir: str) -> tuple[dict | None, dict]:
     rec = max(records, key=lambda p: p["session"]) if records else None
     if rec is None:
         return None, {k: None for k, _l, _c in CODE_FIELDS}
-    git = rec.get("git") if isinstance(rec.get("git"), dict) else {}
-    libs = rec.get("libraries") if isinstance(rec.get("libraries"), dict) else {}
-    torch = libs.get("torch") if isinstance(libs.get("torch"), dict) else {}
-    python = rec.get("python") if isinstance(rec.get("python"), dict) else {}
+    git, libs, python = _dict(rec.get("git")), _dict(rec.get("libraries")), _dict(rec.get("python"))
+    torch = _dict(libs.get("torch"))
     argv = rec.get("argv")
     diff = None
     name = git.get("diff_file")

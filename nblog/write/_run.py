@@ -72,7 +72,7 @@ def _noop(*args: object, **kwargs: object) -> None:
     """Does nothing: bound in place of logging calls on ranks that do not log."""
 
 
-def _noop_scalar(tag=None, value=None, step=None, all_ranks=None) -> None:
+def _noop_scalar(tag: object = None, value: object = None, step: object = None, all_ranks: object = None) -> None:
     """Does nothing: add_scalar where nothing is logged (an inert run, a rank that
     neither logs nor times). add_scalar's own parameters, so a call with a keyword
     costs no ``**kwargs`` dict (a ``step=`` call: ~60 ns against ~130 ns)."""
@@ -325,7 +325,9 @@ class Run(MediaMixin):
                     value = self._to_float(value, tag)
                     if value.__class__ is not float:  # refused (None), or a device value captured
                         if value is not None:
-                            self._add_captured(tag, tid, step, value, (_mono_ns() - self._t0) // 1_000_000 & 0xFFFFFFFF)
+                            # not float, not None: the (copy, event) of a device value
+                            self._add_captured(tag, tid, step, value,  # type: ignore[arg-type]
+                                               (_mono_ns() - self._t0) // 1_000_000 & 0xFFFFFFFF)
                         self._step = step
                         return
                 hi = self._hi
@@ -396,7 +398,7 @@ class Run(MediaMixin):
                 value = self._to_float(value, tag)
                 if value.__class__ is not float:  # refused (None), or a device value captured
                     if value is not None:
-                        self._add_captured(tag, tid, step, value, ms)
+                        self._add_captured(tag, tid, step, value, ms)  # type: ignore[arg-type]  # (copy, event)
                     continue
             if step < hi[tid]:
                 self._step_back(tag, step, hi[tid])
@@ -630,7 +632,7 @@ class Run(MediaMixin):
                 return
             assert self._writer is not None  # made by _ensure_writer
             self._writer.events.append(event)
-            if first and self.dir is not None:
+            if first and self.dir is not None and self._failure is not None:  # set just above
                 self._mark_failure(self._failure)
         except Exception as err:
             self._internal(err)
@@ -641,7 +643,9 @@ class Run(MediaMixin):
         from ._launch import hostname
 
         mark = {**failure, "session": self.session, "host": hostname(os.environ), "pid": os.getpid()}
-        write_json_atomic(os.path.join(self.dir, failure_file_name(self.rank, self.session)), mark)
+        run_dir = self.dir
+        assert run_dir is not None  # the caller checks: a run without a folder writes no mark
+        write_json_atomic(os.path.join(run_dir, failure_file_name(self.rank, self.session)), mark)
 
     def _log_system(self, values: dict[str, float], wall: float | None = None) -> None:
         """Log system metrics (tag → value) at the current step. Used by the sampler."""
@@ -831,7 +835,7 @@ class Run(MediaMixin):
         self._disable()  # warned once: later calls are plain no-ops
         self._warn_once(("after_finish",), message)
 
-    def _step_back(self, tag: str, step: int, high: int) -> None:
+    def _step_back(self, tag: object, step: int, high: int) -> None:
         """A tag logged at a step below its highest in this session: stored, warned once
         per tag (raises in strict mode). A resumed session starts its own record."""
         message = f"nblog: tag {tag!r} logged at step {step}, lower than its step {high} earlier in this session"
@@ -923,7 +927,7 @@ class Run(MediaMixin):
             table[tag] = tid
         return tid
 
-    def _to_float(self, value: Any, tag: object) -> float | None:
+    def _to_float(self, value: Any, tag: object) -> float | tuple | None:
         cls = value.__class__
         if cls is int or cls is bool:
             try:
@@ -972,7 +976,9 @@ class Run(MediaMixin):
             self._step_back(tag, step, hi[tid])
         else:
             hi[tid] = step
-        self._writer.pending.append((step, tid, ms, captured[0], captured[1]))
+        writer = self._writer
+        assert writer is not None  # _to_float captures only for a run with a writer
+        writer.pending.append((step, tid, ms, captured[0], captured[1]))
 
     def _check_step(self, step: Any, tag: object) -> int | None:
         if isinstance(step, bool):
