@@ -193,7 +193,7 @@ def _write_error(path: str, err: Exception) -> OSError:
         found = re.search(r"os error (\d+)", str(err))
         code = int(found.group(1)) if found else code
         reason = os.strerror(code) if code is not None else str(err)
-    cls = type(err) if isinstance(err, OSError) else _ERRNO_CLASSES.get(code, OSError)
+    cls = type(err) if isinstance(err, OSError) else (_ERRNO_CLASSES.get(code, OSError) if code is not None else OSError)
     out = cls(f"cannot write {path}: {reason}")
     out.errno = code
     return out
@@ -282,7 +282,7 @@ KIND_KEY = "nb.kind"  # Parquet footer key of a dataset file: what it holds ("sc
 def dataset_kind(outdir: str | os.PathLike) -> str | None:
     """What the hive dataset in ``outdir`` holds (:data:`KIND_KEY` of its first file),
     or None: no dataset there, or one written without the key."""
-    for folder, dirs, files in os.walk(outdir):
+    for folder, dirs, files in os.walk(os.fspath(outdir)):
         dirs.sort()
         if "part-0.parquet" in files:
             try:

@@ -314,13 +314,13 @@ class LiveRun:
                 sig = self._signature(rank)
                 mine = [(k, s) for k, s in self._series.items() if k[0] == rank]
                 by_kind: dict[str, dict[str, Series]] = {}
-                for (_r, kind, tag), s in mine:
-                    by_kind.setdefault(kind, {})[tag] = s
+                for (_r, kind, tag), ser in mine:
+                    by_kind.setdefault(kind, {})[tag] = ser
                 if sig != self._sig.get(rank):
                     self._sig[rank] = sig
                     for group in by_kind.values():
-                        for s in group.values():
-                            s._clear()
+                        for ser in group.values():
+                            ser._clear()
                     for kind, group in by_kind.items():
                         self._extract(rank, kind, group, None)
                 else:
@@ -399,7 +399,7 @@ class LiveRun:
                 limit = th[s]
                 for step, tid, ms, text in f.texts:
                     kind, name = f.lf.tags.get(tid, (None, None))
-                    if kind != F.KIND_TEXT or (wanted is not None and name not in wanted):
+                    if kind != F.KIND_TEXT or name is None or (wanted is not None and name not in wanted):
                         continue
                     if limit is not None and step >= limit:
                         continue

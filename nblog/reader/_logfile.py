@@ -26,6 +26,10 @@ from .._errors import FormatVersionError
 from ..format import _format as F
 from ..format._runfile import open_regular
 
+TYPE_CHECKING = False  # numpy is imported where points are asked for, typing never
+if TYPE_CHECKING:
+    import numpy as np
+
 _READ_LIMIT = 1 << 30  # bytes read per poll at most; the rest waits for the next poll
 
 
@@ -203,12 +207,12 @@ class LogFile:
             if self.keep:
                 self.texts.extend(items)
         elif kind == F.FRAME_MEDIA:
-            items = F.decode_media(payload.tobytes())
-            if items and self.first_step is None:
-                self.first_step = items[0][0]
-            delta.media.extend(items)
+            refs = F.decode_media(payload.tobytes())
+            if refs and self.first_step is None:
+                self.first_step = refs[0][0]
+            delta.media.extend(refs)
             if self.keep:
-                self.media.extend(items)
+                self.media.extend(refs)
         elif kind in (F.FRAME_STATS, F.FRAME_END, F.FRAME_SESSION):
             obj = F.loads_json(payload)
             if not isinstance(obj, dict):
@@ -239,7 +243,7 @@ class LogFile:
                     kind,
                 )
 
-    def _first_step_of(self, raw: bytes) -> None:
+    def _first_step_of(self, raw: bytes | memoryview) -> None:
         for step, _v, tid, _ms in F.POINT.iter_unpack(raw):
             if self.tags.get(tid, (F.KIND_SCALAR, ""))[0] != F.KIND_SYSTEM:
                 self.first_step = step
@@ -279,7 +283,7 @@ class LogFile:
         """Point records read so far."""
         return sum(len(c) for c in self.chunks) // F.POINT_SIZE
 
-    def points(self):
+    def points(self) -> np.ndarray:
         """All point records read so far as a numpy structured array (a new one each
         call: the file's points are held once, as the bytes read).
 
@@ -307,7 +311,7 @@ class LogFile:
         return out
 
 
-def _unwrap(ms32, start: int):
+def _unwrap(ms32: np.ndarray, start: int) -> np.ndarray:
     """Undo the 2**32 wrap of u32 milliseconds, continuing after ``start``."""
     import numpy as np
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
@@ -26,6 +27,11 @@ from ._catalog import resolve_run
 from ._logfile import LogFile, _unwrap
 from ._rankfiles import KIND_CODES, RankFiles, active_offsets, hide_thresholds, read_all
 from ._select import tag_set as _as_tags
+
+if TYPE_CHECKING:
+    from PIL import Image
+
+    from ._media_read import Record
 
 #: Columns of :meth:`RunReader.scalars` and :meth:`RunReader.timers` frames.
 POINT_SCHEMA = {
@@ -276,7 +282,7 @@ class RunReader:
             kinds[tid] = k
         return kinds
 
-    def _point_frame(self, kind: int, tags, rank: int, all_ranks: bool, include_hidden: bool) -> pl.DataFrame:
+    def _point_frame(self, kind: int, tags: str | Iterable[str] | None, rank: int, all_ranks: bool, include_hidden: bool) -> pl.DataFrame:
         """Points of ``kind`` as a frame, decoded straight from the bytes read.
 
         Two passes over each file's POINTS payloads (numpy views, no copies): pick the
@@ -351,7 +357,7 @@ class RunReader:
                 units.append((o, r, s, offset, wall0, wrapped, remap, group))
                 o += sum(p[-1] for p in group)
 
-        def fill(unit) -> None:
+        def fill(unit: tuple) -> None:
             start, r, s, offset, wall0, wrapped, remap, group = unit
             o = start
             prev = 0
@@ -396,12 +402,16 @@ class RunReader:
                 if held >= 1 << 16:
                     batches.append([])
                     held = 0
+            def fill_all(batch: list) -> None:
+                for u in batch:
+                    fill(u)
+
             with ThreadPoolExecutor(workers, thread_name_prefix="nblog-read") as pool:
-                for _ in pool.map(lambda batch: [fill(u) for u in batch], batches):
+                for _ in pool.map(fill_all, batches):
                     pass
         plan.clear()
         tag = pl.Series("tag", names, dtype=pl.String).gather(pl.Series(codes))
-        codes = None  # the indices are not needed any more
+        codes = None  # type: ignore[assignment]  # the indices are not needed any more: freed
         df = pl.DataFrame(
             {
                 "rank": rank_col,
@@ -528,7 +538,7 @@ class RunReader:
 
         return media_frame(self, tag, rank, kind, include_hidden)
 
-    def media_bytes(self, record) -> bytes:
+    def media_bytes(self, record: Record) -> bytes:
         """The stored bytes of one media record (a row of :meth:`media` as a dict, or a
         one-row frame): a PNG, JPEG or WAV file, or a histogram blob. Give the record's
         ``session`` (rows of :meth:`media` have it): without it, a run whose sessions
@@ -543,13 +553,13 @@ class RunReader:
 
         return media_bytes(self, record)
 
-    def image(self, record):
+    def image(self, record: Record) -> Image.Image:
         """The image of one record of kind "image" as a loaded ``PIL.Image.Image``."""
         from ._media_read import image
 
         return image(self, record)
 
-    def histogram(self, record) -> tuple[np.ndarray, np.ndarray]:
+    def histogram(self, record: Record) -> tuple[np.ndarray, np.ndarray]:
         """The bins of one record of kind "histogram" (a row of :meth:`media` as a dict,
         or a one-row frame): ``(edges, counts)``, float64 edges [bins+1] and int64
         counts [bins], the last bin including its right edge (``numpy.histogram``).

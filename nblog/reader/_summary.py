@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -22,8 +23,11 @@ from ._select import tag_matcher
 from ._stragglers import STRAGGLER_SPREAD, straggler_rule
 from ._tail import json_number
 
+if TYPE_CHECKING:
+    import polars as pl
 
-def _point_tags(reader: RunReader, rank: int, kind: int, match=None) -> list[dict]:
+
+def _point_tags(reader: RunReader, rank: int, kind: int, match: Callable[[str], bool] | None = None) -> list[dict]:
     """Per tag of ``kind`` on ``rank`` for which ``match(tag)`` is true (every tag when
     ``match`` is None; visible points only): points, last_step,
     last_value (the last record at the largest step, in file order), bad (step, value)
@@ -42,7 +46,8 @@ def _point_tags(reader: RunReader, rank: int, kind: int, match=None) -> list[dic
             remap[tid] = i
         n_tags, t = len(local), thresholds[s]
 
-        def visible(raw, remap=remap, t=t):
+        def visible(raw: np.ndarray, remap: np.ndarray = remap,
+                    t: int | None = t) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             tid = raw["tag"]
             code = np.where(tid < len(remap), remap[np.minimum(tid, len(remap) - 1)], -1)
             keep = code >= 0
@@ -138,7 +143,7 @@ def tag_table(
             e["ranks"] += 1
             e["points"] += len(g)
             if e["last_rank"] is None:
-                e["last_step"], e["last_rank"] = int(g["step"].max()), r
+                e["last_step"], e["last_rank"] = int(cast(int, g["step"].max())), r
             e["last_value"] = None  # media records have no value
     order = {"scalar": 0, "timer": 1, "text": 2, "media": 3}
     return sorted(out.values(), key=lambda e: (order[e["kind"]], e["tag"]))
@@ -167,7 +172,12 @@ def config_changes(before: object, after: object) -> list[dict]:
     return out
 
 
-def _only(frame, match):
+def _dict(v: object) -> dict:
+    """``v`` if it is a dict, else an empty one (a record written by another version)."""
+    return v if isinstance(v, dict) else {}
+
+
+def _only(frame: pl.DataFrame, match: Callable[[str], bool]) -> pl.DataFrame:
     """The rows of the Polars frame ``frame`` whose ``tag`` ``match`` accepts."""
     keep = [t for t in frame["tag"].unique().to_list() if match(t)]
     return frame.filter(frame["tag"].is_in(keep))
@@ -251,7 +261,7 @@ def overview(reader: RunReader, tags: str | Iterable[str] | None = None) -> dict
                 "world_size": s.get("world_size"),
                 "first_step": s.get("first_step"),
                 "last_step": _higher(s.get("last_step"), logged.get(n)),
-                "hidden_points": hidden_by_session.get(n, 0),
+                "hidden_points": hidden_by_session.get(n, 0) if n is not None else 0,
                 "restart_counts": s.get("restart_counts") or {},
                 # the run keeps its first config; a session started with another one has it here
                 "config": s.get("config") if isinstance(s.get("config"), dict) else None,
@@ -336,7 +346,7 @@ def timer_report(
         the median is 0), straggler (spread ≥ threshold).
     """
     match = tag_matcher(tags)
-    empty = {"ranks": [], "timers": [], "threshold": threshold, "world_size": reader.meta.get("world_size")}
+    empty: dict[str, Any] = {"ranks": [], "timers": [], "threshold": threshold, "world_size": reader.meta.get("world_size")}
     names = None
     if tags:  # the timers' names from one pass over every rank's files (one per rank listed
         # the folder twice for each rank: minutes at 8,192 ranks)
@@ -520,8 +530,7 @@ def provenance_lines(records: list[dict]) -> list[tuple[str, str]]:
         out.append(("code", ", ".join(parts)))
     else:
         out.append(("code", "not in a git repository"))
-    py = rec.get("python") if isinstance(rec.get("python"), dict) else {}
-    libs = rec.get("libraries") if isinstance(rec.get("libraries"), dict) else {}
+    py, libs = _dict(rec.get("python")), _dict(rec.get("libraries"))
     versions = [f"python {py.get('version', '?')}"]
     torch = libs.get("torch")
     if isinstance(torch, dict):

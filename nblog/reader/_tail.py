@@ -261,11 +261,13 @@ class Follower:
             self._read_session(self._sessions[s], counter)
             total += counter.n
         skip = max(0, total - last)
+        files = self._files
+        assert files is not None  # made by _discover
         for s in order:  # pass 2: from the start again, yielding what is past ``skip``
             old = self._sessions[s]
             if old.file.version == -1 or old.file._warned:  # not a log, or unreadable: said once in pass 1
                 continue
-            sess = self._sessions[s] = _Session(s, self._files.reopen(self.rank, s))
+            sess = self._sessions[s] = _Session(s, files.reopen(self.rank, s))
             for delta in read_on(sess.file):
                 if delta:
                     picked = self._window(sess, delta)
@@ -314,7 +316,9 @@ class Follower:
 
     def _discover(self) -> None:
         if self._files is None:
-            self._files = RankFiles(self.dir, keep=False, window=_WINDOW)
+            run_dir = self.dir
+            assert run_dir is not None  # resolved before the first discovery
+            self._files = RankFiles(run_dir, keep=False, window=_WINDOW)
         self._files.scan()
         for s, lf in self._files.open_new(self.rank):
             self._sessions[s] = _Session(s, lf)
