@@ -25,6 +25,7 @@ from .. import _log as log
 from .._errors import FormatVersionError
 from ..format import _format as F
 from ..format._runfile import open_regular
+from ._wrap import unwrap_ms, unwrap_ms_array
 
 TYPE_CHECKING = False  # numpy is imported where points are asked for, typing never
 if TYPE_CHECKING:
@@ -192,7 +193,7 @@ class LogFile:
                 self._first_step_of(raw)
             if len(raw):
                 last_ms = F.POINT.unpack_from(raw, len(raw) - F.POINT_SIZE)[3]
-                self.max_ms = max(self.max_ms, self._unwrap_ms(last_ms))
+                self.max_ms = max(self.max_ms, unwrap_ms(last_ms, self.max_ms))
             delta.points.append(raw)
             if self.keep:
                 self.chunks.append(raw)
@@ -249,14 +250,6 @@ class LogFile:
                 self.first_step = step
                 return
 
-    def _unwrap_ms(self, ms: int) -> int:
-        """Place a u32 millisecond value after ``max_ms`` (undo the 2**32 wrap)."""
-        base = self.max_ms - (self.max_ms & 0xFFFFFFFF)
-        full = base + ms
-        if full < self.max_ms - (1 << 31):
-            full += 1 << 32
-        return full
-
     # -- bulk decoding -------------------------------------------------------------
 
     def point_chunks(self) -> list:
@@ -312,19 +305,9 @@ class LogFile:
 
 
 def _unwrap(ms32: np.ndarray, start: int) -> np.ndarray:
-    """Undo the 2**32 wrap of u32 milliseconds, continuing after ``start``."""
-    import numpy as np
-
-    ms = ms32.astype(np.int64)
-    if not len(ms):
-        return ms
-    base = start - (start & 0xFFFFFFFF)
-    prev = np.empty_like(ms)
-    prev[0] = start & 0xFFFFFFFF
-    prev[1:] = ms[:-1]
-    step = ms - prev
-    wraps = np.cumsum((step < -(1 << 31)).astype(np.int64) - (step > (1 << 31)).astype(np.int64))
-    return ms + base + wraps * (1 << 32)
+    """Undo the 2**32 wrap of u32 milliseconds, continuing after ``start``: the rule of
+    :mod:`nblog.reader._wrap` (:func:`~nblog.reader._wrap.unwrap_ms_array`)."""
+    return unwrap_ms_array(ms32, start)
 
 
 def read_header(path: str, limit: int = 1 << 16) -> dict:

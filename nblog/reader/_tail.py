@@ -33,6 +33,7 @@ from ._catalog import resolve_run
 from ._logfile import Delta, LogFile, _unwrap
 from ._rankfiles import KIND_CODES, WINDOW, RankFiles, follow, read_on
 from ._select import tag_matcher
+from ._wrap import unwrap_ms
 
 _WINDOW = WINDOW  # bytes of a file read (and held) per LogFile poll
 #: ``Follower.stream(last)`` above this reads the logs twice instead of keeping ``last`` records.
@@ -369,11 +370,11 @@ class Follower:
             ev = Event(self.rank, sess.session, step, F.KIND_NAMES[kind], name, wall0 + m / 1000.0, value=value)
             items.append((m, step, len(items), ev))
         for step, t, m, text in picked.texts:
-            m = self._near(m, sess.prev_ms)
+            m = unwrap_ms(m, sess.prev_ms)
             ev = Event(self.rank, sess.session, step, "text", lf.tags[t][1], wall0 + m / 1000.0, text=text)
             items.append((m, step, len(items), ev))
         for step, t, m, _offset, _length, meta in picked.media:
-            m = self._near(m, sess.prev_ms)
+            m = unwrap_ms(m, sess.prev_ms)
             ev = Event(self.rank, sess.session, step, "media", lf.tags[t][1], wall0 + m / 1000.0, meta=meta)
             items.append((m, step, len(items), ev))
         if picked.texts or picked.media:
@@ -386,8 +387,8 @@ class Follower:
         lf = sess.file
         wall0 = sess.wall0()
         pts = picked.points()
-        extra = [(step, t, self._near(m, sess.prev_ms), "text", text, None) for step, t, m, text in picked.texts]
-        extra += [(step, t, self._near(m, sess.prev_ms), "media", None, meta)
+        extra = [(step, t, unwrap_ms(m, sess.prev_ms), "text", text, None) for step, t, m, text in picked.texts]
+        extra += [(step, t, unwrap_ms(m, sess.prev_ms), "media", None, meta)
                   for step, t, m, _offset, _length, meta in picked.media]
         n = len(pts) + len(extra)
         if extra:  # merged by the time logged, then step, points first (the order added)
@@ -417,14 +418,3 @@ class Follower:
     def _shown(self, lf: LogFile, tid: int, kind: int) -> bool:
         entry = lf.tags.get(tid)
         return entry is not None and entry[0] == kind and kind in self._kinds and self._match(entry[1])
-
-    @staticmethod
-    def _near(ms32: int, ref: int) -> int:
-        """Unwrap a u32 millisecond value of a text or media record next to ``ref``."""
-        base = ref - (ref & 0xFFFFFFFF)
-        full = base + ms32
-        if full < ref - (1 << 31):
-            full += 1 << 32
-        elif full > ref + (1 << 31) and full >= (1 << 32):
-            full -= 1 << 32
-        return full
