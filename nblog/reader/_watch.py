@@ -454,20 +454,18 @@ class Watcher:
                 self._hosts[rank] = host
                 return host
         if rank not in self._hosts:  # logs not read yet (the first poll reads them as it streams)
-            from ..format._runfile import parse_event_file_name
             from ._logfile import read_header
+            from ._rankfiles import event_files
 
             self._hosts[rank] = None
-            run_dir = self.dir
-            assert run_dir is not None  # poll() resolved it before asking for hosts
-            try:
-                names = os.listdir(run_dir)
-            except OSError:
-                names = []
-            mine = sorted(((rs[1], n) for n in names if (rs := parse_event_file_name(n)) and rs[0] == rank),
-                          reverse=True)
-            for _s, name in mine:  # the latest session first
-                host = read_header(os.path.join(run_dir, name)).get("host")
+            if self._listing is None:  # one listing a poll for every new rank, not one each
+                run_dir = self.dir
+                assert run_dir is not None  # poll() resolved it before asking for hosts
+                self._listing = {}
+                for (r, s), path in event_files(run_dir).items():
+                    self._listing.setdefault(r, []).append((s, path))
+            for _s, path in sorted(self._listing.get(rank, ()), reverse=True):  # the latest session first
+                host = read_header(path).get("host")
                 if isinstance(host, str):
                     self._hosts[rank] = host
                     break
