@@ -342,6 +342,7 @@ class Watcher:
         self.alerts: list[dict] = []  # every alert reported so far
         self._unended: set[tuple[int, int]] = set()  # (rank, session) reported as ended without END
         self._here: str | None = None  # this machine's host name, as ranks record it
+        self._listing: dict[int, list[tuple[int, str]]] | None = None  # rank -> (session, log), listed once a poll
 
     @property
     def name(self) -> str:
@@ -360,6 +361,7 @@ class Watcher:
             return []
         self.status = (read_run_json(run_dir) or {}).get("status")
         running = self.status == "running"
+        self._listing = None
         for rank in self._ranks():
             if rank not in self._followers:
                 self._followers[rank] = Follower(run_dir, rank=rank, kinds=KINDS)
