@@ -51,6 +51,8 @@ from .write._init import init
 from .write._run import Run
 from .write._runid import derive_run_id, shared_job_id
 
+__all__ = ["UNSUPPORTED", "SummaryWriter", "export_tfevents", "run_folder_of"]
+
 if typing.TYPE_CHECKING:  # (typing.: no TYPE_CHECKING name among the module's public ones)
     from .reader._reader import RunReader
 

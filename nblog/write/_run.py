@@ -281,7 +281,7 @@ class Run(MediaMixin):
                 ``__float__``. NaN and ±inf are kept exactly. A one-element tensor on a
                 device (CUDA or any non-CPU device) is not waited for: a copy is queued
                 in stream order and the writer thread converts it once the device has
-                run it (the value is the one at the call; ``nblog._device``).
+                run it (the value is the one at the call; ``nblog.write._device``).
             step: a non-negative int; None uses the run's own counter, which each call
                 without a step advances by one. It starts at 0 in a new run and after
                 the run's last step in a resumed session (on every rank).

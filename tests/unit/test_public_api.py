@@ -20,7 +20,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 #: Public modules of nblog whose ``__all__`` is checked.
-PUBLIC_MODULES = ("nblog", "nblog.reader", "nblog.format", "nblog.write")
+PUBLIC_MODULES = ("nblog", "nblog.reader", "nblog.format", "nblog.write", "nblog.tensorboard")
 
 
 def _private(dotted: str) -> bool:
