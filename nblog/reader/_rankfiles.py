@@ -157,6 +157,10 @@ class RankFiles:
         """Ranks listed at the last :meth:`scan`, ascending."""
         return sorted({r for r, _s in self.listing})
 
+    def listed(self, rank: int) -> list[int]:
+        """The sessions of ``rank`` listed at the last :meth:`scan`, ascending."""
+        return sorted(self._by_rank.get(rank) or ())
+
     def opened(self) -> list[int]:
         """Ranks opened so far, ascending."""
         return sorted(self._files)

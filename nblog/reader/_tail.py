@@ -170,6 +170,10 @@ class Follower:
         kinds: the kinds of events to return (:data:`KINDS`); system metrics are left
             out by default.
         tags: shell-style globs; only tags matching one of them are returned.
+        files: the run folder's :class:`~nblog.reader._rankfiles.RankFiles`, shared by
+            the Followers of many ranks (``nb watch``): its owner lists the folder
+            (:meth:`~nblog.reader._rankfiles.RankFiles.scan`) before each poll and this
+            Follower never does (None: its own, listed at each poll).
 
     Not thread-safe: poll from one thread. Files are read, never written.
 
@@ -186,6 +190,7 @@ class Follower:
         rank: int = 0,
         kinds: Iterable[str] = DEFAULT_KINDS,
         tags: str | Iterable[str] | None = None,
+        files: RankFiles | None = None,
     ):
         kinds = tuple(kinds)
         unknown = [k for k in kinds if k not in KIND_CODES]
@@ -198,7 +203,8 @@ class Follower:
         self._kinds = {KIND_CODES[k] for k in kinds}
         self._match = tag_matcher(tags)
         self._sessions: dict[int, _Session] = {}
-        self._files: RankFiles | None = None  # once the run folder is known
+        self._files: RankFiles | None = files  # once the run folder is known
+        self._shared = files is not None  # scanned by its owner, not here
 
     def resolve(self) -> str | None:
         """The run folder, or None while no run matches ``run`` (it may appear later)."""
@@ -320,7 +326,8 @@ class Follower:
             run_dir = self.dir
             assert run_dir is not None  # resolved before the first discovery
             self._files = RankFiles(run_dir, keep=False, window=_WINDOW)
-        self._files.scan()
+        if not self._shared:
+            self._files.scan()
         for s, lf in self._files.open_new(self.rank):
             self._sessions[s] = _Session(s, lf)
 

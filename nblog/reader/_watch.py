@@ -47,6 +47,10 @@ from ..format._runfile import parse_event_file_name, read_run_json
 from ._failures import unended_line
 from ._tail import KINDS, Event, Follower, json_number
 
+TYPE_CHECKING = False  # RankFiles is imported where the folder is first listed, typing never
+if TYPE_CHECKING:
+    from ._rankfiles import RankFiles
+
 #: The keys every alert has, in this order (rule-specific values follow).
 ALERT_KEYS = ("rule", "level", "run", "rank", "host", "tag", "step", "wall_time", "message")
 
@@ -342,7 +346,7 @@ class Watcher:
         self.alerts: list[dict] = []  # every alert reported so far
         self._unended: set[tuple[int, int]] = set()  # (rank, session) reported as ended without END
         self._here: str | None = None  # this machine's host name, as ranks record it
-        self._listing: dict[int, list[tuple[int, str]]] | None = None  # rank -> (session, log), listed once a poll
+        self._files: RankFiles | None = None  # the run folder's logs, listed once a poll for every Follower
 
     @property
     def name(self) -> str:
@@ -361,10 +365,14 @@ class Watcher:
             return []
         self.status = (read_run_json(run_dir) or {}).get("status")
         running = self.status == "running"
-        self._listing = None
+        if self._files is None:
+            from ._rankfiles import WINDOW, RankFiles
+
+            self._files = RankFiles(run_dir, keep=False, window=WINDOW)
+        self._files.scan()  # once for the Followers of all ranks (each would list the folder)
         for rank in self._ranks():
             if rank not in self._followers:
-                self._followers[rank] = Follower(run_dir, rank=rank, kinds=KINDS)
+                self._followers[rank] = Follower(run_dir, rank=rank, kinds=KINDS, files=self._files)
         found: list[dict] = []
         run = self.name
         for rank, follower in sorted(self._followers.items()):
@@ -456,18 +464,11 @@ class Watcher:
                 self._hosts[rank] = host
                 return host
         if rank not in self._hosts:  # logs not read yet (the first poll reads them as it streams)
-            from ._logfile import read_header
-            from ._rankfiles import event_files
-
             self._hosts[rank] = None
-            if self._listing is None:  # one listing a poll for every new rank, not one each
-                run_dir = self.dir
-                assert run_dir is not None  # poll() resolved it before asking for hosts
-                self._listing = {}
-                for (r, s), path in event_files(run_dir).items():
-                    self._listing.setdefault(r, []).append((s, path))
-            for _s, path in sorted(self._listing.get(rank, ()), reverse=True):  # the latest session first
-                host = read_header(path).get("host")
+            files = self._files
+            assert files is not None  # poll() listed the folder before asking for hosts
+            for s in reversed(files.listed(rank)):  # the latest session first, from poll()'s listing
+                host = files.header(rank, s).get("host")
                 if isinstance(host, str):
                     self._hosts[rank] = host
                     break
