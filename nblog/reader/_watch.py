@@ -43,8 +43,9 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 
-from ..format._runfile import parse_event_file_name, read_run_json
+from ..format._runfile import read_run_json
 from ._failures import unended_line
+from ._rankfiles import follow, ranks_with_logs
 from ._tail import KINDS, Event, Follower, json_number
 
 TYPE_CHECKING = False  # RankFiles is imported where the folder is first listed, typing never
@@ -434,28 +435,16 @@ class Watcher:
                monotonic: Callable[[], float] = time.monotonic) -> Iterator[list[dict]]:
         """Yield each poll's new alerts (possibly none) every ``interval`` seconds until
         :meth:`done` or ``timeout`` seconds (None: never)."""
-        deadline = None if timeout is None else monotonic() + timeout
         _load_timer_report()  # now, not in the middle of the first poll that meets timers
-        while True:
-            yield self.poll()
-            if self.done():
-                return
-            if deadline is not None:
-                left = deadline - monotonic()
-                if left <= 0:
-                    return
-                self.sleep(min(interval, left))
-            else:
-                self.sleep(interval)
+        yield from follow(self.poll, interval, timeout=timeout, sleep=self.sleep, clock=monotonic, every=True,
+                          done=self.done)
 
     # -- internals -----------------------------------------------------------------
 
     def _ranks(self) -> set[int]:
-        try:
-            names = os.listdir(self.dir)
-        except OSError:
-            return set()
-        return {rs[0] for rs in map(parse_event_file_name, names) if rs is not None}
+        run_dir = self.dir
+        assert run_dir is not None  # poll() resolved it first
+        return set(ranks_with_logs(run_dir))
 
     def _host(self, rank: int, follower: Follower) -> str | None:
         for _s, log in reversed(_logs(follower)):
