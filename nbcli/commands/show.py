@@ -264,6 +264,8 @@ def _config_note(session: dict) -> str:
 def _state(f: dict) -> str:
     if f["closed"]:
         state = f["end_status"] or "closed"
+        if state == "running":  # ended by a signal or a preemption, to be resumed: not running now
+            state = f"stopped ({f['end_reason']})" if f.get("end_reason") else "stopped"
     else:
         state = "open"
     if f["pending_bytes"]:

@@ -230,6 +230,7 @@ def overview(reader: RunReader, tags: str | Iterable[str] | None = None) -> dict
                     "hidden_points": s["hidden_points"],
                     "closed": s["end"] is not None,
                     "end_status": end.get("status"),
+                    "end_reason": end.get("reason") if isinstance(end.get("reason"), str) else None,
                     "dropped": dict(s["dropped"]),
                     "skipped_bytes": s["skipped_bytes"],
                     "pending_bytes": s["pending_bytes"],

@@ -230,3 +230,27 @@ def test_a_session_that_changed_the_config_is_said(cli, tmp_path):
     assert ("session 2 changed the config (4 keys): batch added: 32; lr 0.1 -> 0.05; "
             "model.layers [64,64] -> [64,64,64]; seed removed (was 1)") in result.stdout
     assert "session 1 changed" not in result.stdout
+
+
+def test_a_rank_stopped_by_sigterm_is_stopped_not_running(cli, tmp_path):
+    """A session closed by SIGTERM ends with status "running" (resumable); the files table
+    said STATE "running" for a process that was gone."""
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import os, signal, nblog as nb\n"
+        f"run = nb.init('p', run_id='sig', system=False, provenance=False, _environ={{'NB_DIR': {str(tmp_path)!r}}})\n"
+        "run.add_scalar('loss', 1.0, step=1)\n"
+        "os.kill(os.getpid(), signal.SIGTERM)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], env=dict(os.environ, NB_DIR=str(tmp_path)),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == -15, proc.stderr
+    result = cli("show", "sig", "--root", str(tmp_path))
+    assert result.exit_code == 0, result.stderr
+    row = next(line for line in result.stdout.splitlines() if "events.r0.s0.log" in line)
+    assert row.rstrip().endswith("stopped (SIGTERM)"), row
+    files = json.loads(cli("show", "sig", "--root", str(tmp_path), "--json").stdout)["files"]
+    assert files[0]["end_reason"] == "SIGTERM"
