@@ -422,6 +422,8 @@ class Watcher:
             if key not in self._reported:
                 self._reported.add(key)
                 new.append(alert)
+        # in the order their data happened, not rank by rank: the first failure first
+        new.sort(key=lambda a: (not isinstance(a["wall_time"], (int, float)), a["wall_time"] or 0.0))
         self.alerts += new
         return new
 

@@ -50,3 +50,23 @@ def test_watch_waits_for_a_rank_that_is_still_alive(tmp_path: Path) -> None:
     finally:
         held.kill()
         held.wait(timeout=TIMEOUT_S)
+
+
+def test_watch_once_lists_the_first_failure_first_not_rank_by_rank(tmp_path: Path) -> None:
+    """Rank 3 raises first, ranks 0-2 after it: one poll's alerts come in the order their
+    data happened (they came rank by rank: rank 0's later failure before rank 3's)."""
+    root, rid = tmp_path / "runs", f"order-{uuid.uuid4().hex[:8]}"
+    late = [start(root, r, 4, "hold_raise", rid) for r in (0, 1, 2)]
+    for p in late:
+        assert p.stdout.readline() == "ready\n"
+    assert done(start(root, 3, 4, "raise", rid))[0] == 1
+    for p in late:
+        assert done(p)[0] == 1
+
+    once = nb_cli("watch", rid, "--once", "--json", root=root, NB_HOSTNAME="node1")
+    assert once.returncode == 1, once.stderr
+    failures = [a for a in map(json.loads, once.stdout.splitlines()) if a["rule"] == "failure"]
+    assert [a["rank"] for a in failures][0] == 3, failures
+    assert sorted(a["rank"] for a in failures) == [0, 1, 2, 3]
+    walls = [a["wall_time"] for a in failures]
+    assert walls == sorted(walls), walls

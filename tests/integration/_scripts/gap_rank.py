@@ -4,6 +4,7 @@
     finish: steps 0..5, then finish
     raise:  steps 0..5, then raise ValueError("bad batch on rank <R>") (uncaught)
     hold:   steps 0..5, flush, print "ready", then wait on stdin (the test kills it)
+    hold_raise: as hold, then raise ValueError("late on rank <R>") once stdin closes
     thread: a threading.excepthook of the user's is installed before init; at step 3 a
             thread named "loader" raises ValueError("worker died"); the main thread
             goes on to step 5 and finishes
@@ -38,8 +39,10 @@ for step in range(6):
         t.join()
 if mode == "raise":
     raise ValueError(f"bad batch on rank {run.rank}")
-if mode == "hold":
+if mode in ("hold", "hold_raise"):
     run.flush()
     print("ready", flush=True)
     sys.stdin.read()
+if mode == "hold_raise":
+    raise ValueError(f"late on rank {run.rank}")
 run.finish()
