@@ -90,7 +90,10 @@ LOG_N_AND_WAIT = f"""
     import time
     log = os.path.join(run.dir, "events.r0.s0.log")
     deadline = time.monotonic() + 30
-    while os.path.getsize(log) < {N} * 24 and time.monotonic() < deadline:
+    def flushed():  # the text, logged after every point, is on disk (any frame encoding)
+        with open(log, "rb") as f:
+            return b"last words" in f.read()
+    while not flushed() and time.monotonic() < deadline:
         time.sleep(0.01)
     print("ALIVE", flush=True)
     os._exit(0)  # no finish, no atexit: only a SIGTERM handler can have flushed
