@@ -66,7 +66,7 @@ def kind(value: Any) -> int:
         if where.__class__ is not str:
             return NOT_TENSOR
         return CPU_TENSOR if where == "cpu" else DEVICE_TENSOR
-    except Exception:
+    except Exception:  # a device that cannot be read: float() converts it, or refuses it with a warning
         return NOT_TENSOR
 
 
@@ -100,7 +100,7 @@ def capture(value: Any) -> tuple[Any, Any] | None:
             event = lib.Event(device)
             event.record()
         return copy, event
-    except Exception:
+    except Exception:  # the caller converts it with float() instead, counted and warned once
         return None
 
 

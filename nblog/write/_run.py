@@ -212,6 +212,9 @@ class Run(MediaMixin):
         self._make_writer = make_writer
         self._writer: Writer | None = None
         self._finished = False
+        #: device values that could not be captured without a sync, so were converted by
+        #: ``float()`` in the training thread (each waits for the device); warned once
+        self.device_syncs = 0
         self._inert = False  # a forked child's or an unpickled copy: silent, never warns
         self._t0 = _mono_ns()
         # the current step: the last one given to or counted by add_scalar; None until
@@ -939,21 +942,29 @@ class Run(MediaMixin):
             self._reject("bad_value", tag, f"value must be a number, got {type(value).__name__}")
             return None
         where = _tensor_kind(value)
+        synced = False  # a device value converted here, waiting for the device
         if where:
             if where == _DEVICE_TENSOR and self._writer is not None and (self._logged or self._first_logged()):
                 captured = _capture(value)  # (copy, event): no wait for the device here
                 if captured is not None:
                     return captured
+                synced = True
             try:
                 if getattr(value, "requires_grad", False) is True:  # float() of it warns (torch 2.13)
                     value = value.detach()  # the same value
             except Exception:
-                pass
+                pass  # no detach: float() below converts it, or refuses it with a warning
         try:
-            return float(value)
+            out = float(value)
         except Exception as err:
             self._reject("bad_value", tag, f"value of type {type(value).__name__} is not a number: {err}")
             return None
+        if synced:
+            self.device_syncs += 1
+            self._warn_once(("device_sync",), f"nblog: a {type(value).__name__} on a device could not be copied "
+                            "without waiting for it, so it was converted in the training thread (a device "
+                            "sync); run.device_syncs counts such values")
+        return out
 
     def _first_logged(self) -> bool:
         """Whether this session logged a point before (a tag with a highest step).

@@ -465,3 +465,15 @@ def test_a_device_value_below_the_tags_highest_step_warns_as_a_float_does(make_r
     dev.run()
     run.flush()
     assert values(run, "loss") == [(3, 2.0), (5, 1.0)]
+
+
+def test_a_device_value_that_cannot_be_captured_is_converted_counted_and_warned_once(make_run, caplog):
+    """The fallback to float() waits for the device: it must not happen silently."""
+    run = started(make_run)
+    with caplog.at_level(logging.WARNING, logger="nblog"):
+        for step in (1, 2):
+            run.add_scalar("odd", OddOnDevice(), step=step)
+    run.finish()
+    assert values(run, "odd") == [(1, 7.0), (2, 7.0)]
+    assert run.device_syncs == 2
+    assert len([r for r in caplog.records if "could not be copied without waiting" in r.getMessage()]) == 1
