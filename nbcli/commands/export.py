@@ -101,7 +101,7 @@ def export(
     if fmt is Format.tfevents:
         _export_tfevents(run, output, rank, tags, kind, include_hidden, root)
         return
-    from nblog.reader import RunReader, read_frame, write_frame
+    from nblog.reader import RunReader, read_frames, write_frames
 
     if fmt is not None:
         chosen = fmt.value
@@ -123,17 +123,17 @@ def export(
     if no_log is not None:
         error(no_log[0], "pick one of those with --rank K, or pass --all-ranks" if no_log[1] else None)
         raise typer.Exit(1)
-    df = read_frame(reader, kind.value, tags=tags or None, rank=rank or 0, all_ranks=all_ranks,
-                    include_hidden=include_hidden)
+    # streamed: piece by piece from the logs into the file, never the whole frame at once
+    frames = read_frames(reader, kind.value, tags=tags or None, rank=rank or 0, all_ranks=all_ranks,
+                         include_hidden=include_hidden)
     if output == "-":
         sys.stdout.flush()
-        write_frame(df, sys.stdout.buffer, chosen)
+        write_frames(frames, sys.stdout.buffer, chosen)
         sys.stdout.buffer.flush()
         return
     path = output or f"{reader.id}-{kind.value}{_EXT[chosen]}"
-    write_frame(df, path, chosen)
-    ranks = df["rank"].n_unique() if len(df) else 0
-    info(f"wrote {len(df)} rows ({kind.value}, {ranks} rank{'s' if ranks != 1 else ''}) to {path}")
+    rows, ranks = write_frames(frames, path, chosen)
+    info(f"wrote {rows} rows ({kind.value}, {ranks} rank{'s' if ranks != 1 else ''}) to {path}")
 
 
 def _export_tfevents(run: str, output: str | None, rank: int | None, tags: list[str] | None, kind: Kind,

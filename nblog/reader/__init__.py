@@ -79,7 +79,9 @@ _NAMES: dict[str, tuple[str, str]] = {
     "WatchOptions": ("._watch", "WatchOptions"),
     # export
     "read_frame": ("._export", "read_frame"),
+    "read_frames": ("._export", "read_frames"),
     "write_frame": ("._export", "write_frame"),
+    "write_frames": ("._export", "write_frames"),
     "write_output": ("._export", "write_output"),
     "export_root": ("._export", "export_root"),
     "format_for": ("._export", "format_for"),
@@ -123,8 +125,10 @@ if TYPE_CHECKING:  # the names for the type checker; at run time __getattr__ imp
         export_root,
         format_for,
         read_frame,
+        read_frames,
         refuse_linked_folders,
         write_frame,
+        write_frames,
         write_output,
     )
     from ._live import LiveRun, Series

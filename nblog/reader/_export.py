@@ -16,12 +16,13 @@ import os
 import re
 import secrets
 import stat
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import IO
 from urllib.parse import quote
 
 import polars as pl
 
+from ..format import _format as F
 from ..format._format import json_number
 from ._catalog import list_runs
 from ._reader import RunReader
@@ -82,6 +83,114 @@ def read_frame(
     else:
         df = reader.scalars(names, rank=rank, all_ranks=all_ranks, include_hidden=include_hidden)
     return df
+
+
+#: Rows of each piece of a streamed frame (:func:`read_frames`): ~48 MiB of scalars.
+STREAM_ROWS = 1 << 20
+_POINT_KINDS = {"scalars": F.KIND_SCALAR, "timers": F.KIND_TIMER}
+
+
+def read_frames(
+    reader: RunReader,
+    kind: str = "scalars",
+    *,
+    tags: str | Iterable[str] | None = None,
+    rank: int = 0,
+    all_ranks: bool = False,
+    include_hidden: bool = False,
+    rows: int | None = None,
+) -> Iterator[pl.DataFrame]:
+    """The frame of :func:`read_frame` as consecutive pieces of about ``rows`` rows, in
+    its row order (``rows``: :data:`STREAM_ROWS` by default), for :func:`write_frames`. Scalars and timers are decoded piece by
+    piece as the pieces are asked for, so the whole frame is never held (the rank logs'
+    bytes are); system metrics and text come as one piece. There is always at least one
+    piece: a selection without rows gives one empty frame with the columns.
+
+    Raises:
+        ValueError: an unknown kind (at the call, before any piece).
+    """
+    if kind not in _POINT_KINDS:
+        return iter([read_frame(reader, kind, tags=tags, rank=rank, all_ranks=all_ranks,
+                                include_hidden=include_hidden)])
+    ranks = reader.ranks() if all_ranks else [rank]
+    names = match_tags(reader, EXPORT_KINDS[kind], tags, ranks)  # None: every tag
+    return reader._point_frames(_POINT_KINDS[kind], names, rank, all_ranks, include_hidden, rows or STREAM_ROWS)
+
+
+def write_frames(
+    frames: Iterable[pl.DataFrame], dest: str | os.PathLike | IO[bytes], fmt: str,
+    metadata: dict[str, str] | None = None, *, follow_links: bool = True,
+) -> tuple[int, int]:
+    """Write the pieces of one frame (:func:`read_frames`; every piece with the same
+    columns) as one file, one piece in memory at a time: the same file as
+    :func:`write_frame` of their concatenation (for Parquet, the same rows; its row
+    groups may differ). ``dest``, ``metadata`` and ``follow_links`` as there.
+
+    Returns:
+        ``(rows, ranks)``: rows written, distinct values of the ``rank`` column.
+
+    Raises:
+        ValueError: an unknown format, or no piece at all.
+        OSError: the file cannot be written, see :func:`write_output`.
+    """
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    pieces = iter(frames)
+    first = next(pieces, None)
+    if first is None:
+        raise ValueError("no frame to write")
+    count = {"rows": 0}
+    ranks: set[int] = set()
+
+    def counted() -> Iterator[pl.DataFrame]:
+        for df in _chain(first, pieces):
+            count["rows"] += len(df)
+            if "rank" in df.columns and len(df):
+                ranks.update(df["rank"].unique().to_list())
+            yield df
+
+    if isinstance(dest, (str, os.PathLike)):
+        write_output(dest, lambda f: _write_pieces(counted(), first.schema, f, fmt, metadata),
+                     follow_links=follow_links)
+    else:
+        _write_pieces(counted(), first.schema, dest, fmt, metadata)
+    return count["rows"], len(ranks)
+
+
+def _chain(first: pl.DataFrame, rest: Iterator[pl.DataFrame]) -> Iterator[pl.DataFrame]:
+    yield first
+    yield from rest
+
+
+def _write_pieces(pieces: Iterator[pl.DataFrame], schema: pl.Schema, f: IO[bytes], fmt: str,
+                  metadata: dict[str, str] | None) -> None:
+    """Stream ``pieces`` into ``f``: Parquet through a Polars sink fed by them (an IO
+    source plugin), CSV and NDJSON piece after piece."""
+    if fmt == "parquet":
+        from polars.io.plugins import register_io_source
+
+        def source(with_columns: list[str] | None, predicate: pl.Expr | None, n_rows: int | None,
+                   _batch_size: int | None) -> Iterator[pl.DataFrame]:
+            for df in pieces:  # a plain sink asks for everything; honour a narrower ask anyway
+                if with_columns is not None:
+                    df = df.select(with_columns)
+                if predicate is not None:
+                    df = df.filter(predicate)
+                if n_rows is not None:
+                    df = df.head(n_rows)
+                    n_rows -= len(df)
+                yield df
+                if n_rows is not None and n_rows <= 0:
+                    return
+
+        lazy = register_io_source(source, schema=schema)
+        lazy.sink_parquet(f, compression="zstd", compression_level=1, statistics=True, metadata=metadata)
+        return
+    for i, df in enumerate(pieces):
+        if fmt == "csv":
+            df.write_csv(f, include_header=i == 0)
+        else:
+            f.write(_ndjson(df))
 
 
 def write_frame(

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -283,6 +283,32 @@ class RunReader:
         return kinds
 
     def _point_frame(self, kind: int, tags: str | Iterable[str] | None, rank: int, all_ranks: bool, include_hidden: bool) -> pl.DataFrame:
+        names, plan = self._point_plan(kind, tags, rank, all_ranks, include_hidden)
+        return self._plan_frame(names, plan, include_hidden)
+
+    def _point_frames(self, kind: int, tags: str | Iterable[str] | None, rank: int, all_ranks: bool,
+                      include_hidden: bool, rows: int = 1 << 22) -> Iterator[pl.DataFrame]:
+        """The frame of :meth:`_point_frame` in pieces of about ``rows`` rows, in its order,
+        each made only when asked for (``nb export`` streams them into one file and never
+        holds the whole frame). A session whose u32 ms wrapped stays in one piece."""
+        names, plan = self._point_plan(kind, tags, rank, all_ranks, include_hidden)
+        part: list = []
+        held = 0
+        made = False
+        for r, s, offset, wall0, wrapped, remap, picks in plan:
+            step_n = len(picks) if wrapped else 1
+            for i in range(0, len(picks), step_n):
+                part.append((r, s, offset, wall0, wrapped, remap, picks[i : i + step_n]))
+                held += sum(p[-1] for p in picks[i : i + step_n])
+                if held >= rows:
+                    yield self._plan_frame(names, part, include_hidden)
+                    part, held, made = [], 0, True
+        plan.clear()
+        if part or not made:  # the rest; or one empty frame, which has the columns
+            yield self._plan_frame(names, part, include_hidden)
+
+    def _point_plan(self, kind: int, tags: str | Iterable[str] | None, rank: int, all_ranks: bool,
+                    include_hidden: bool) -> tuple[list[str], list]:
         """Points of ``kind`` as a frame, decoded straight from the bytes read.
 
         Two passes over each file's POINTS payloads (numpy views, no copies): pick the
@@ -333,6 +359,9 @@ class RunReader:
                 if picks:
                     wall0 = float(lf.header.get("wall_start") or 0.0)
                     plan.append((r, s, offsets[s], wall0, lf.ms_wrapped, remap, picks))
+        return names, plan
+
+    def _plan_frame(self, names: list[str], plan: list, include_hidden: bool) -> pl.DataFrame:
         total = sum(n for *_x, picks in plan for *_y, n in picks)
         if not total:
             df = pl.DataFrame(schema=POINT_SCHEMA)
