@@ -56,6 +56,7 @@ def columns_frame(reader: RunReader, kind: int, tags: str | Iterable[str] | None
     tag_names: list[str | None] = []  # per file, per tag id: its name when wanted, else None
     info: dict[str, list] = {k: [] for k in _INFO}
     runs: list[tuple[tuple[str, str, str], list[tuple[int, _Columns]]]] = []
+    maybe_null = False  # whether some row may have no wanted tag (then rows are filtered)
     for r in ranks:
         files = reader._rank_files(r)
         thresholds = reader._thresholds(files)
@@ -84,14 +85,22 @@ def columns_frame(reader: RunReader, kind: int, tags: str | Iterable[str] | None
                 for col, v in zip(_INFO, (step_base, ms_base, r, s, wall0, offsets[s], rstart, len(names), t),
                                   strict=True):
                     info[col].append(v)
-                key = (_WIDTH_TYPE[step_w], _WIDTH_TYPE[ms_w], "u32" if pattern else _WIDTH_TYPE[tag_w])
+                if pattern:  # the ids are known here: 2 bytes a row where they fit
+                    ids = struct.unpack_from(f"<{pattern}I", c.payload, len(c.payload) - 4 * pattern)
+                    maybe_null = maybe_null or any(i >= len(names) or names[i] is None for i in ids)
+                    tag_t = "u16" if max(ids) < 1 << 16 else "u32"
+                else:
+                    maybe_null = True
+                    tag_t = _WIDTH_TYPE[tag_w]
+                key = (_WIDTH_TYPE[step_w], _WIDTH_TYPE[ms_w], tag_t)
                 if not runs or runs[-1][0] != key:
                     runs.append((key, []))
                 runs[-1][1].append((len(info["rank"]) - 1, c))
     if not runs:
         df = pl.DataFrame(schema=schema)
         return df.with_columns(pl.lit(False).alias("hidden")) if include_hidden else df
-    parts = [pl.read_ipc_stream(io.BytesIO(_run_stream(key, frames))).lazy() for key, frames in runs]
+    frame_t = "u8" if len(info["rank"]) <= 1 << 8 else "u16" if len(info["rank"]) <= 1 << 16 else "u32"
+    parts = [pl.read_ipc_stream(io.BytesIO(_run_stream(frame_t, key, frames))).lazy() for key, frames in runs]
     frame = pl.concat(parts, how="vertical_relaxed", rechunk=False) if len(parts) > 1 else parts[0]
 
     def per_frame(k: str) -> pl.Expr:
@@ -109,10 +118,14 @@ def columns_frame(reader: RunReader, kind: int, tags: str | Iterable[str] | None
         pl.when(tag_id < per_frame("rlen")).then(tag_id + per_frame("rstart")))
     hiding = any(x is not None for x in info["thr"])
     hidden = (step >= per_frame("thr")).fill_null(False) if hiding else pl.lit(False)
-    rows = frame.with_columns(step=step, tag=tag, hidden=hidden).collect()
-    # rows left out only where there are any: a filter copies every column
-    if rows["tag"].null_count() or (hiding and not include_hidden and rows["hidden"].any()):
-        rows = rows.filter(pl.col("tag").is_not_null() if include_hidden else pl.col("tag").is_not_null() & ~pl.col("hidden"))
+    rows = frame.with_columns(step=step, tag=tag, hidden=hidden)
+    if maybe_null or (hiding and not include_hidden):
+        got = rows.collect()
+        # rows left out only where there are any: a filter copies every column
+        if got["tag"].null_count() or (hiding and not include_hidden and got["hidden"].any()):
+            keep = pl.col("tag").is_not_null()
+            got = got.filter(keep if include_hidden else keep & ~pl.col("hidden"))
+        rows = got.lazy()
     # divided by a column, never by a constant: Polars multiplies by the reciprocal of a
     # constant divisor, which rounds otherwise than the division numpy (and the numpy
     # path) makes. The column is made from the data so that it stays one.
@@ -129,13 +142,15 @@ def columns_frame(reader: RunReader, kind: int, tags: str | Iterable[str] | None
     ]
     if include_hidden:
         columns.append(hidden.alias("hidden"))
-    return rows.lazy().select(columns).collect()
+    return rows.select(columns).collect()
 
 
-def _run_stream(key: tuple[str, str, str], frames: list[tuple[int, _Columns]]) -> bytes:
-    """The IPC stream of consecutive COLUMNS frames of one shape: frame number, value,
-    step, ms and tag columns, their bytes as the frames hold them (a tag pattern repeated)."""
+def _run_stream(frame_t: str, key: tuple[str, str, str], frames: list[tuple[int, _Columns]]) -> bytes:
+    """The IPC stream of consecutive COLUMNS frames of one shape: frame number (of type
+    ``frame_t``), value, step, ms and tag columns, their bytes as the frames hold them
+    (a tag pattern repeated, as u16 where ``key`` says so)."""
     step_t, ms_t, tag_t = key
+    frame_code = {"u8": "<B", "u16": "<H", "u32": "<I"}[frame_t]
     batches: list[tuple[int, list[bytes | memoryview]]] = []
     for index, c in frames:
         n, pattern, tag_w, step_w, ms_w, _step_base, _ms_base = c.head
@@ -149,8 +164,12 @@ def _run_stream(key: tuple[str, str, str], frames: list[tuple[int, _Columns]]) -
         at += ms_w * n
         if pattern:
             ids = p[at : at + 4 * pattern].tobytes()
-            tids: bytes | memoryview = (ids * -(-n // pattern))[: 4 * n]
+            if tag_t == "u16":
+                ids = struct.pack(f"<{pattern}H", *struct.unpack(f"<{pattern}I", ids))
+            size = len(ids) // pattern
+            tids: bytes | memoryview = (ids * -(-n // pattern))[: size * n]
         else:
             tids = p[at : at + tag_w * n]
-        batches.append((n, [struct.pack("<I", index) * n, value, steps, ms, tids]))
-    return ipc_stream([("frame", "u32"), ("value", "f64"), ("step", step_t), ("ms", ms_t), ("tag", tag_t)], batches)
+        batches.append((n, [struct.pack(frame_code, index) * n, value, steps, ms, tids]))
+    cols = [("frame", frame_t), ("value", "f64"), ("step", step_t), ("ms", ms_t), ("tag", tag_t)]
+    return ipc_stream(cols, batches)

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Sequence
 #: Column type -> (Arrow ``Type`` union tag, its table's fields, item size in bytes).
 #: Int: bitWidth (int), is_signed (bool); FloatingPoint: precision (DOUBLE = 2).
 _TYPES: dict[str, tuple[int, list, int]] = {
+    "u8": (2, [("i32", 8), ("bool", False)], 1),
     "u16": (2, [("i32", 16), ("bool", False)], 2),
     "u32": (2, [("i32", 32), ("bool", False)], 4),
     "i32": (2, [("i32", 32), ("bool", True)], 4),
@@ -140,7 +141,7 @@ def _schema(columns: Sequence[tuple[str, str]]) -> bytes:
 
 
 def ipc_stream(columns: Sequence[tuple[str, str]], batches: Iterable[tuple[int, Sequence[bytes | memoryview]]]) -> bytes:
-    """An Arrow IPC stream of ``columns`` (name, type: "u16", "u32", "i32", "i64",
+    """An Arrow IPC stream of ``columns`` (name, type: "u8", "u16", "u32", "i32", "i64",
     "f64") holding ``batches``: each ``(rows, buffers)``, one buffer per column holding
     its ``rows`` items, little endian, packed (exactly ``rows * item size`` bytes).
 

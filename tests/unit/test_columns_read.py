@@ -108,11 +108,12 @@ def test_the_frame_is_what_was_logged(tmp_path):
     assert df.schema == pl.Schema(POINT_SCHEMA)
 
 
-def test_milliseconds_are_divided_as_numpy_divides_them(tmp_path):
+@pytest.mark.parametrize("frame_points", [1, 10_000])  # 70,000 frames: numbered in 4 bytes, else in 1
+def test_milliseconds_are_divided_as_numpy_divides_them(tmp_path, frame_points):
     """Every ms of a long range: Polars multiplies by the reciprocal of a constant
     divisor (0.018000000000000002 for 18 ms), the reader must divide."""
     recs = [(i, 0.0, 0, i) for i in range(70_000)]
-    log_file(str(tmp_path / "events.r0.s0.log"), records(recs), frame_points=10_000)
+    log_file(str(tmp_path / "events.r0.s0.log"), records(recs), frame_points=frame_points)
     df = nb.RunReader(str(tmp_path)).scalars()
     assert df["active_time"].to_list() == [ms / 1000.0 for ms in range(70_000)]
     assert df["active_time"][18] == 0.018
@@ -193,15 +194,17 @@ def test_a_first_read_imports_no_numpy(tmp_path):
 
 
 def test_ipc_streams_hold_every_column_type():
-    cols = [("a", "u16"), ("b", "u32"), ("c", "i32"), ("d", "i64"), ("e", "f64")]
-    rows = [(0, 0, -(2**31), -(2**63), -0.0), (65535, 2**32 - 1, 2**31 - 1, 2**63 - 1, float("inf")), (7, 8, 9, 10, 1.5)]
+    cols = [("a", "u16"), ("b", "u32"), ("c", "i32"), ("d", "i64"), ("e", "f64"), ("f", "u8")]
+    rows = [(0, 0, -(2**31), -(2**63), -0.0, 0), (65535, 2**32 - 1, 2**31 - 1, 2**63 - 1, float("inf"), 255),
+            (7, 8, 9, 10, 1.5, 3)]
     batches = []
     for part in (rows[:1], [], rows[1:]):
         n = len(part)
-        bufs = [struct.pack(f"<{n}{code}", *(r[i] for r in part)) for i, code in enumerate("HIiqd")]
+        bufs = [struct.pack(f"<{n}{code}", *(r[i] for r in part)) for i, code in enumerate("HIiqdB")]
         batches.append((n, bufs))
     df = pl.read_ipc_stream(io.BytesIO(ipc_stream(cols, batches)))
-    assert df.schema == pl.Schema({"a": pl.UInt16, "b": pl.UInt32, "c": pl.Int32, "d": pl.Int64, "e": pl.Float64})
+    assert df.schema == pl.Schema({"a": pl.UInt16, "b": pl.UInt32, "c": pl.Int32, "d": pl.Int64, "e": pl.Float64,
+                                   "f": pl.UInt8})
     assert list(df.iter_rows()) == rows
     with pytest.raises(ValueError):
         ipc_stream([("a", "u32")], [(2, [b"\0" * 4])])
