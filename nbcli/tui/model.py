@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from nblog.reader import LiveRun, Series, run_summary, straggler_rule
+from nblog.reader import LiveRun, Series, event_files, read_envelopes, run_summary, straggler_rule
 
 from .bands import ranks_band_spec
 from .groups import config_value, groups_spec
 from .messages import RunStatus
-from .plotdata import AXIS_NAMES, Smoother, band_spec, scalar_spec, system_spec
+from .plotdata import AXIS_NAMES, Smoother, band_spec, envelope_spec, scalar_spec, system_spec
 from .preload import preload
 from .widgets.heatmap import HeatData, heat_data
 from .widgets.plot import PALETTE, PlotSpec
@@ -35,6 +35,12 @@ HEAT_MIN_RANKS = 8  # the timers view shows a rank heat map instead of the band 
 TABLE_MAX_ROWS = 512  # above this the timers table keeps each timer's TABLE_RANKS slowest ranks
 TABLE_RANKS = 16
 KEEP_SERIES = 128
+# The first plot of a run whose rank has this many bytes of event logs is drawn from the
+# writer's envelope sidecars (nblog.reader.read_envelopes) while the full series loads,
+# when that reads at most PREVIEW_MAX_READ bytes of the logs, and a quarter at most
+# (the tails the sidecars miss, the logs without one)
+PREVIEW_MIN_BYTES = 32 << 20
+PREVIEW_MAX_READ = 16 << 20
 TEXT_LIMIT = 500
 # What the text view shows of one text, and of all the texts shown: wrapping and drawing
 # happen on the UI thread, and a 10 MB text took minutes there (the limit is 16 MiB)
@@ -103,8 +109,11 @@ class RunModel:
     """The data behind the run screen. ``lives``: the runs already opened (and being
     read) by :func:`nbcli.tui.preload.start`; else each of ``run_dirs`` is opened here."""
 
-    def __init__(self, run_dirs: list[str], lives: list[LiveRun] | None = None):
+    def __init__(self, run_dirs: list[str], lives: list[LiveRun] | None = None,
+                 preview_min_bytes: int | None = None):
         self.runs = lives or [LiveRun(d) for d in run_dirs]
+        # see preview(); None: PREVIEW_MIN_BYTES
+        self.preview_min_bytes = PREVIEW_MIN_BYTES if preview_min_bytes is None else preview_min_bytes
         self.lock = threading.Lock()
         self.smoother = Smoother()
         self._used: OrderedDict[tuple, None] = OrderedDict()
@@ -170,20 +179,24 @@ class RunModel:
             status = str(live.meta.get("status") or "unknown")
         return "waiting" if status == "unknown" and not live.ranks() else status
 
-    def status(self, rank: int, now: float | None = None) -> RunStatus:
-        """What the run header shows for ``rank``; ``now``: unix seconds, for the status."""
+    def _title(self) -> str:
         live = self.primary
         meta = live.meta
-        tags: set[str] = set()
-        for other in self.runs:
-            tags.update(other.tags(rank, "scalar"))
-        sessions = live.sessions(rank)
         title = f"{meta.get('project') or os.path.basename(os.path.dirname(live.dir))}/" \
                 f"{meta.get('id') or os.path.basename(live.dir)}"
         if meta.get("name"):
             title += f"  {meta['name']}"
+        return title
+
+    def status(self, rank: int, now: float | None = None) -> RunStatus:
+        """What the run header shows for ``rank``; ``now``: unix seconds, for the status."""
+        live = self.primary
+        tags: set[str] = set()
+        for other in self.runs:
+            tags.update(other.tags(rank, "scalar"))
+        sessions = live.sessions(rank)
         return RunStatus(
-            title=title,
+            title=self._title(),
             status=self.run_status(now),
             gone=live.gone,
             ranks=live.ranks(),
@@ -193,6 +206,38 @@ class RunModel:
             runs=len(self.runs),
             waiting=not live.ranks(),
         )
+
+    def preview(self, req: Request) -> tuple[RunStatus, list[PlotSpec]] | None:
+        """The header and first plots of a long run drawn from its envelope sidecars
+        (:func:`nblog.reader.read_envelopes`), without the full read; for one run, the
+        step axis, one rank's lines, when that rank's event logs hold at least
+        :attr:`preview_min_bytes` and the sidecars leave at most ``PREVIEW_MAX_READ``
+        bytes of them, and a quarter at most, to read. None otherwise (the full series is drawn first). Takes
+        neither the model's lock nor a LiveRun's: it runs while those read."""
+        if len(self.runs) != 1 or req.view != "scalars" or req.all_ranks or req.axis != "step":
+            return None
+        live = self.primary
+        files = [p for (r, _s), p in event_files(live.dir).items() if r == req.rank]
+        size = 0
+        for path in files:
+            try:
+                size += os.stat(path).st_size
+            except OSError:
+                pass
+        if not files or size < self.preview_min_bytes:
+            return None
+        # worth it only when the sidecars spare most of the reading
+        envs = read_envelopes(live.dir, None, req.rank, max_log_bytes=min(PREVIEW_MAX_READ, size // 4))
+        if not envs:
+            return None
+        tags = [t for t in req.tags if t in envs] or sorted(envs)[:1]
+        specs = [envelope_spec(tag, envs[tag], logy=req.logy) for tag in tags[:MAX_PLOTS]]
+        status = RunStatus(
+            title=self._title(), status=str(live.meta.get("status") or "unknown"), gone=False,
+            ranks=sorted({r for r, _s in event_files(live.dir)}), sessions=len(files),
+            last_step=max(int(e.last_step.max()) for e in envs.values()), tags=sorted(envs), runs=1,
+        )
+        return status, specs
 
     # -- views ------------------------------------------------------------------------------
 

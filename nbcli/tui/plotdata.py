@@ -2,7 +2,8 @@
 
 The data logic (EMA, min/max downsampling, bands) is ``nbcli.tui.series``; this module
 only decides what to draw: the faint raw curve under the smoothed one, markers for
-non-finite values, session boundaries, the note that says a line was downsampled.
+non-finite values, session boundaries, the note that says a line was downsampled; and
+the first plot of a long run from its envelope sidecars (:func:`envelope_spec`).
 :class:`Smoother` caches each series' smoothed values and extends them as points are
 appended, so a live refresh smooths only the new points.
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nblog.reader import Series
+from nblog.reader import Envelope, Series
 
 from .series import (
     Decimator,
@@ -194,6 +195,36 @@ def scalar_spec(
     if smoothing > 0:
         notes.append(f"ema {smoothing:g}")
     spec.note = " · ".join(notes)
+    return spec
+
+
+#: The note of a plot drawn from the envelope sidecars while the full series loads.
+PREVIEW_NOTE = "summary of {points} pts · loading the full series"
+
+
+def envelope_spec(title: str, env: Envelope, *, logy: bool = False, color: str = PALETTE[0]) -> PlotSpec:
+    """The first plot of a long run, from its :class:`~nblog.reader.Envelope` (step axis):
+    the faint min/max of each segment (as the raw curve's min/max decimation shows it)
+    under the line of each segment's last value, session starts as vertical lines. Drawn
+    until the full series is read; display only."""
+    spec = PlotSpec(title=title, axis="step", logy=logy)
+    mid = (env.first_step + (env.last_step - env.first_step) / 2).astype(np.float64)
+    lo, hi, last = env.lo, env.hi, env.last
+    if logy:
+        lo, hi, last = _log10(lo), _log10(hi), _log10(last)
+    ok = np.isfinite(lo) & np.isfinite(hi)
+    x = np.repeat(mid[ok], 2)
+    y = np.column_stack([lo[ok], hi[ok]]).ravel()
+    if len(x):
+        spec.lines.append(Line(x, y, color=color, faint=True))
+    fin = np.isfinite(last)
+    if fin.any():
+        spec.lines.append(Line(env.last_step[fin].astype(np.float64), last[fin], color=color))
+    starts = np.flatnonzero(np.diff(env.session) != 0) + 1
+    spec.vlines.extend(float(env.first_step[i]) for i in starts)
+    if not spec.lines:
+        spec.message = "no finite values"
+    spec.note = PREVIEW_NOTE.format(points=fmt_compact(env.points))
     return spec
 
 

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from stat import S_ISREG
 
 from ..write._writer import create_exclusive
+from . import _envelope
 
 TYPE_CHECKING = False  # typing is not imported: `import nblog` stays light
 if TYPE_CHECKING:
@@ -42,6 +43,13 @@ def parse_event_file_name(name: str) -> tuple[int, int] | None:
     """``(rank, session)`` of an event log name, or None for any other file."""
     m = _EVENT_FILE.match(name)
     return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def envelope_file_name(rank: int, session: int) -> str:
+    """``envelope.r<rank>.s<session>.bin``: the envelope sidecar of that event log, a
+    per-tag min/max summary the writer keeps (``_envelope``; ``man nb-format``, ENVELOPE
+    FILES). A cache: readers fall back to the event log."""
+    return _envelope.envelope_file_name(rank, session)
 
 
 _FAILURE_FILE = re.compile(r"^failure\.r(\d{1,9})\.s(\d{1,9})\.json$")

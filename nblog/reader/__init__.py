@@ -2,7 +2,8 @@
 
 Finding runs (:func:`list_runs`, :func:`resolve_run`, :func:`run_summary`); a rank's
 session files in order, read incrementally (``_rankfiles``, ``_logfile``); whole frames
-(:class:`RunReader`); live in-memory series (:class:`LiveRun`); following one rank
+(:class:`RunReader`); live in-memory series (:class:`LiveRun`); min/max envelopes of
+long runs from the writer's sidecars (:func:`read_envelopes`); following one rank
 (:class:`Follower`, ``nb tail``) and console logs (:class:`ConsoleLogs`, ``nb logs``);
 media (:meth:`RunReader.media`, :func:`decode_histogram`); reports (:func:`overview`,
 :func:`timer_report`, :func:`straggler_rule`); watching (:class:`Watcher`); export
@@ -51,6 +52,8 @@ _NAMES: dict[str, tuple[str, str]] = {
     "FAILURE_SCHEMA": ("._reader", "FAILURE_SCHEMA"),
     "ALERT_SCHEMA": ("._reader", "ALERT_SCHEMA"),
     "LiveRun": ("._live", "LiveRun"),
+    "Envelope": ("._envelope_read", "Envelope"),
+    "read_envelopes": ("._envelope_read", "read_envelopes"),
     "Series": ("._live", "Series"),
     "Follower": ("._tail", "Follower"),
     "Event": ("._tail", "Event"),
@@ -73,7 +76,6 @@ _NAMES: dict[str, tuple[str, str]] = {
     "provenance_lines": ("._summary", "provenance_lines"),
     "TRACEBACK_LINES": ("._summary", "TRACEBACK_LINES"),
     "straggler_rule": ("._stragglers", "straggler_rule"),
-    "straggler_frames": ("._stragglers", "straggler_frames"),
     "STRAGGLER_SPREAD": ("._stragglers", "STRAGGLER_SPREAD"),
     # watching
     "Watcher": ("._watch", "Watcher"),
@@ -120,6 +122,7 @@ if TYPE_CHECKING:  # the names for the type checker; at run time __getattr__ imp
     )
     from ._console_read import ConsoleLine, ConsoleLogs
     from ._diff import diff_runs
+    from ._envelope_read import Envelope, read_envelopes
     from ._export import (
         EXPORT_KINDS,
         FORMATS,
@@ -166,7 +169,7 @@ if TYPE_CHECKING:  # the names for the type checker; at run time __getattr__ imp
         select as select_runs,
     )
     from ._select import tag_matcher, tag_set
-    from ._stragglers import STRAGGLER_SPREAD, straggler_frames, straggler_rule
+    from ._stragglers import STRAGGLER_SPREAD, straggler_rule
     from ._summary import (
         TRACEBACK_LINES,
         failure_line,

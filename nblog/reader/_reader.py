@@ -1,7 +1,6 @@
 """RunReader: a run's event logs into Polars frames, full resolution, every rank.
 
-Imports polars (``import nblog`` does not), and numpy where a method needs it
-(:meth:`RunReader.scalars` of files of the current format does not). Files are read incrementally:
+Imports numpy and polars (``import nblog`` does not). Files are read incrementally:
 :meth:`RunReader.refresh` reads only what was appended since the last read, so the
 same reader serves one-off analysis, ``nb tail -f`` and the TUI.
 
@@ -18,6 +17,7 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
+import numpy as np
 import polars as pl
 
 from ..format import _format as F
@@ -29,13 +29,9 @@ from ._rankfiles import KIND_CODES, RankFiles, active_offsets, hide_thresholds, 
 from ._select import tag_set as _as_tags
 
 if TYPE_CHECKING:
-    import numpy as np
-else:
-    from ._lazy import numpy as np  # imported on first use
-
-if TYPE_CHECKING:
     from PIL import Image
 
+    from ._envelope_read import Envelope
     from ._media_read import Record
 
 #: Columns of :meth:`RunReader.scalars` and :meth:`RunReader.timers` frames.
@@ -277,6 +273,16 @@ class RunReader:
                     names.add(name)
         return sorted(names)
 
+    def envelope(self, tag: str, rank: int = 0) -> Envelope | None:
+        """The min/max envelope of scalar ``tag`` of ``rank`` (a few hundred segments
+        along the step axis: first/last step, min, max, last value, points), from the
+        writer's sidecar files, reading only what they do not cover; a session without
+        one is read whole (:func:`nblog.reader._envelope_read.read_envelopes`). For
+        drawing long runs; :meth:`scalars` has the data. None: no points of ``tag``."""
+        from ._envelope_read import read_envelopes
+
+        return (read_envelopes(self.dir, [tag], rank) or {}).get(tag)
+
     # -- frames ----------------------------------------------------------------------
 
     @staticmethod
@@ -480,10 +486,7 @@ class RunReader:
             all_ranks: every rank merged, rank by rank.
             include_hidden: also points hidden by a later session's restart.
         """
-        from ._columns_read import columns_frame  # Polars alone, no numpy: the common case
-
-        df = columns_frame(self, F.KIND_SCALAR, tags, rank, all_ranks, include_hidden, POINT_SCHEMA)
-        return df if df is not None else self._point_frame(F.KIND_SCALAR, tags, rank, all_ranks, include_hidden)
+        return self._point_frame(F.KIND_SCALAR, tags, rank, all_ranks, include_hidden)
 
     def timers(
         self,

@@ -23,6 +23,9 @@ its min and max, without a loop per point where the batch has a regular shape (o
 or the same tags in the same order at every step): strided views of the records
 (``memoryview.cast``) go through ``min``/``max`` in C. The summary reaches ``run.json``
 with the progress update (``on_progress`` reads :meth:`Writer.summary`), never per point.
+The same fold feeds the envelope sidecar (``nblog/format/_envelope.py``): per tag and
+chunk one min/max segment, written beside the log (temp file + rename) at most every 30 s
+and at session end, once the log holds 4 MiB; viewers draw a first plot from it.
 
 Files are created with ``O_CREAT | O_EXCL | O_NOFOLLOW`` (never through a symbolic link
 someone placed there) and opened for append; a failed write is cut back with
@@ -38,6 +41,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 
 from .. import _log as log
+from ..format import _envelope as E
 from ..format import _format as F
 from ._device import resolve as _resolve_device
 
@@ -189,6 +193,14 @@ class Writer:
         self._fold: dict[int, list] = {}
         self._summary_start: dict = dict(summary or {})
         self.summary_changes = 0
+        # the envelope sidecar (``_envelope``), kept with the summary (rank 0), a cache
+        envelope_path = E.envelope_path_for(path) if self._summary_on else None
+        self._envelope = E.Builder() if envelope_path else None
+        self._envelope_path = envelope_path or ""
+        self._envelope_saved = (0, 0)  # (changes, log bytes) the sidecar on disk covers
+        self._envelope_at = float("-inf")  # monotonic time of its last write
+        self._header = header
+        self._first_step_value: int | None = None
         self._on_first_step = on_first_step
         self._first_step_known = on_first_step is None
         self._flush_interval = flush_interval
@@ -306,6 +318,7 @@ class Writer:
                 self._write(
                     F.json_frame(F.FRAME_END, {**end, "ms": self._ms(), "dropped": dict(self.dropped)})
                 )
+                self._save_envelope(time.monotonic(), final=True)
                 self._closed = True
                 try:
                     os.close(self._fd)
@@ -361,6 +374,8 @@ class Writer:
                         finally:
                             if wrote is not False:  # False: nothing new, ask at the next drain
                                 self._last_progress = now
+                    if self._envelope is not None:
+                        self._save_envelope(now)
                 except Exception as exc:  # never let the thread die silently
                     self._warn_once("writer", f"nblog: writer error on {self.path}: {exc!r}")
             if self.media and self._media_thread is None:
@@ -638,6 +653,8 @@ class Writer:
         if lo != lo:  # the first value is NaN
             finite = [v for v in values if v == v]
             lo, hi = (min(finite), max(finite)) if finite else (None, None)
+        if self._envelope is not None:
+            self._envelope.add(tid, steps, values, lo, hi)
         entry = self._fold.get(tid)
         if entry is None:
             entry = self._fold[tid] = self._start_entry(self._scalar_names[tid])
@@ -666,8 +683,29 @@ class Writer:
                 self._first_step(step)
                 return
 
+    def _save_envelope(self, now: float, final: bool = False) -> None:
+        """Write the envelope sidecar when it changed and the log is big enough
+        (``E.MIN_LOG_BYTES``): at most every ``E.WRITE_INTERVAL_S`` seconds, or now when
+        ``final`` (session end, after the END frame). Caller holds ``_lock``; a failure
+        warns once (the sidecar is a cache: readers read the log)."""
+        env = self._envelope
+        if env is None or self._size < E.MIN_LOG_BYTES or not env.segments:
+            return
+        if (env.changes, self._size if final else self._envelope_saved[1]) == self._envelope_saved:
+            return
+        if not final and now - self._envelope_at < E.WRITE_INTERVAL_S:
+            return
+        self._envelope_at = now
+        try:
+            data = env.encode(self._header, self._scalar_names, self._size, self._first_step_value)
+            E.write_sidecar(self._envelope_path, data)
+            self._envelope_saved = (env.changes, self._size)
+        except Exception as exc:  # a full disk, a read-only folder: the event log goes on
+            self._warn_once("envelope", f"nblog: envelope sidecar not written: {exc!r}")
+
     def _first_step(self, step: int) -> None:
         self._first_step_known = True
+        self._first_step_value = step
         if self._on_first_step is not None:
             try:
                 self._on_first_step(step)

@@ -160,6 +160,8 @@ class RunScreen(Screen):
         self.events: list[dict] = []  # failures and alerts of the run (all ranks), read by _read_events
         self._run_events: RunEvents | None = None  # used only by the events worker
         self._events_busy = False
+        self.previewed = 0  # first plots drawn from envelope sidecars (RunModel.preview)
+        self._preview_data: list | None = None
 
     # -- layout -----------------------------------------------------------------------
 
@@ -264,15 +266,34 @@ class RunScreen(Screen):
             self._polling = True
         self._load(req)
 
+    def _preview(self, req: Request) -> bool:
+        """Before the first plot: draw it from the run's envelope sidecars
+        (:meth:`RunModel.preview`) while the full series loads, in the load worker,
+        before it waits for the model's lock. True if a preview was posted."""
+        if self.status.title or self._shown_seq.get("scalars"):
+            return False
+        try:
+            got = self.model.preview(req)
+        except Exception:  # the full read that follows reports what went wrong
+            return False
+        if got is None:
+            return False
+        self.previewed += 1
+        self._preview_data = got[1]
+        self.post_message(StatusReady(got[0]))
+        self.post_message(ViewReady(req.seq, req.view, got[1]))
+        return True
+
     @work(thread=True, group="load")
     def _load(self, req: Request) -> None:
         model = self.model
         try:
+            previewed = self._preview(req)
             with model.lock:
-                if req.seq < self._seq and not req.refresh:
+                if req.seq < self._seq and not req.refresh and not previewed:
                     return  # a newer request is queued
                 changed = model.refresh() if req.refresh else False
-                first = not self.status.title
+                first = not self.status.title or previewed
                 now = getattr(self.app, "clock", time.time)()
                 if changed or first or not req.refresh:
                     status = model.status(req.rank, now)
@@ -291,7 +312,7 @@ class RunScreen(Screen):
                     if console is not None:
                         self.post_message(ViewReady(req.seq, req.view, console))
                     return
-                if req.refresh and not changed and self._shown_seq.get(req.view):
+                if req.refresh and not changed and self._shown_seq.get(req.view) and not previewed:
                     return  # nothing new: nothing to redraw (an idle TUI stays idle)
                 data = model.view(req, default)
                 self.post_message(ViewReady(req.seq, req.view, data))
@@ -327,7 +348,7 @@ class RunScreen(Screen):
         if message.seq < self._shown_seq.get(message.view, 0):
             return  # an older answer arriving late
         self._shown_seq[message.view] = message.seq
-        if self._run_events is None:
+        if self._run_events is None and message.data is not self._preview_data:
             # the first scan reads every rank's whole event logs: after the first plot,
             # not before it (scripts/bench_tui.py: the scan of a 458 MiB log costs ~0.5 s CPU)
             self.poll_events()
