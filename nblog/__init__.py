@@ -82,3 +82,8 @@ def __getattr__(name: str) -> type:
 
         return RunReader
     raise AttributeError(f"module 'nblog' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The module's names and the lazy ``RunReader``, so completion and ``dir()`` show it."""
+    return sorted(set(globals()) | {"RunReader"})

@@ -101,3 +101,12 @@ def test_reader_names_are_lazy():
             "assert not bad, bad\n"
             "r.RunReader; assert 'polars' in sys.modules\n")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+@pytest.mark.parametrize("name", PUBLIC_MODULES)
+def test_dir_lists_every_public_name_before_first_use(name):
+    """``dir()`` (and so tab completion) shows the lazy names too, before they were asked for."""
+    code = (f"import {name} as m\n"
+            "missing = sorted(set(m.__all__) - set(dir(m)))\n"
+            "assert not missing, missing\n")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
