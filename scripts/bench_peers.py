@@ -828,10 +828,17 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="repeats, tools interleaved (default 3)")
     ap.add_argument("--only", default="", help="comma-separated tools, e.g. nb,tensorboard (nb is always in)")
     ap.add_argument("--no-read", action="store_true", help="skip the read set and the read figures")
+    ap.add_argument("--parts", default="write,read,import",
+                    help="comma-separated parts to measure: write (the training-thread loops, RSS, bytes, "
+                         "non-logging rank), read (the read set), import (default: all three)")
     ap.add_argument("--python", default=sys.executable, help="the interpreter that has the peers")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds before a child is killed")
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder")
     ap.add_argument("--nb-path", default=REPO, help="the folder holding the nblog package to measure (default: this checkout)")
+    ap.add_argument("--compile-nb", action="store_true",
+                    help="write the bytecode of the nblog under --nb-path first, as pip install does (the peers' "
+                         "installed packages have theirs); else, under PYTHONDONTWRITEBYTECODE, every child "
+                         "compiles nblog's modules again")
     # worker mode (internal)
     ap.add_argument("--worker", choices=("write", "prep", "read"), help=argparse.SUPPRESS)
     ap.add_argument("--tool", help=argparse.SUPPRESS)
@@ -856,6 +863,14 @@ def main() -> None:
         ap.error(f"unknown tool(s) {', '.join(unknown)}; known: {', '.join(TOOLS)}")
     if args.repeat < 1 or args.points < 10 or args.read_points < len(TAGS):
         ap.error("--repeat must be >= 1, --points >= 10, --read-points >= 10")
+    parts = {p.strip() for p in args.parts.split(",") if p.strip()}
+    if not parts or parts - {"write", "read", "import"}:
+        ap.error("--parts takes write, read and import, comma-separated")
+    if "read" not in parts:
+        args.no_read = True
+    if args.compile_nb:
+        subprocess.run([args.python, "-m", "compileall", "-q", os.path.join(args.nb_path, "nblog")], check=True,
+                       env={**os.environ, "PYTHONDONTWRITEBYTECODE": ""}, stdout=subprocess.DEVNULL)
     tmp = tempfile.mkdtemp(prefix="nb-bench-peers-")
     started = time.time()
     load0 = os.getloadavg()
@@ -888,10 +903,12 @@ def main() -> None:
             for peer in peers or ["nb"]:
                 for t in dict.fromkeys(("nb", peer)):  # nb, then the peer (nb once if alone)
                     print(f"repeat {rep + 1}/{args.repeat}: {t}", file=sys.stderr)
-                    drv.write(t, rep)
+                    if "write" in parts:
+                        drv.write(t, rep)
                     if not args.no_read and t in READER_MODULE:
                         drv.read(t, rep)
-                    drv.import_time(t)
+                    if "import" in parts:
+                        drv.import_time(t)
     finally:
         if args.keep:
             print(f"kept {tmp}", file=sys.stderr)

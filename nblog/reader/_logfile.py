@@ -12,13 +12,18 @@ as TensorBoard's event-file loader does). Corruption is kept apart from truncati
   (``pending_bytes``), which is also what a ``kill -9`` leaves behind.
 
 Point records are kept as raw payload bytes and decoded in bulk with numpy by
-:meth:`LogFile.points` (imported only then).
+:meth:`LogFile.points` (imported only then). A COLUMNS frame is kept as it is in the file
+(its head checked): bulk readers take its columns straight from it
+(:meth:`LogFile.point_chunks`), and it becomes 24-byte records only where those are
+asked for (:attr:`LogFile.chunks`, :attr:`Delta.points`).
 """
 
 from __future__ import annotations
 
 import os
+import struct
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from .. import _log as log
@@ -32,20 +37,94 @@ if TYPE_CHECKING:
     import numpy as np
 
 _READ_LIMIT = 1 << 30  # bytes read per poll at most; the rest waits for the next poll
+_CODES = {2: "<H", 4: "<I", 8: "<q"}  # struct codes of the COLUMNS widths
+
+
+class _Columns:
+    """A COLUMNS payload as read (a view of the bytes read), its head checked
+    (``F.columns_head``); decoded by whoever reads its points."""
+
+    __slots__ = ("payload", "head", "n")
+
+    def __init__(self, payload: memoryview):
+        self.payload = payload
+        self.head = F.columns_head(payload)  # ValueError: malformed
+        self.n = self.head[0]
+
+    def _at(self, i: int) -> tuple[int, int, int]:
+        """``(step, tag id, ms)`` of record ``i``, read from the columns (no numpy)."""
+        n, pattern, tag_w, step_w, ms_w, step_base, ms_base = self.head
+        p = self.payload
+        at = F.COLUMNS_HEAD.size + 8 * n
+        step = step_base + struct.unpack_from(_CODES[step_w], p, at + step_w * i)[0]
+        at += step_w * n
+        ms = ms_base + struct.unpack_from(_CODES[ms_w], p, at + ms_w * i)[0]
+        at += ms_w * n
+        if pattern:
+            tid = struct.unpack_from("<I", p, at + 4 * (i % pattern))[0]
+        else:
+            tid = struct.unpack_from(_CODES[tag_w], p, at + tag_w * i)[0]
+        return step, tid, ms
+
+    def records(self) -> Iterator[tuple[int, float, int, int]]:
+        """``(step, value, tag id, ms)`` of each record in order, one at a time
+        (the first-step scan stops at the first one it wants)."""
+        for i in range(self.n):
+            step, tid, ms = self._at(i)
+            yield step, struct.unpack_from("<d", self.payload, F.COLUMNS_HEAD.size + 8 * i)[0], tid, ms
+
+    def last_ms(self) -> int:
+        """The (wrapped, u32) milliseconds of the last record; the frame has one."""
+        return self._at(self.n - 1)[2]
+
+
+class _ColumnChunk:
+    """The records of one COLUMNS frame as four numpy columns, indexed like a
+    structured array of ``NUMPY_POINT_DTYPE`` (``chunk["step"]``...) and sized by
+    ``len``; the columns are decoded on the first index, the values column a view."""
+
+    __slots__ = ("_cols", "_columns")
+
+    def __init__(self, cols: _Columns):
+        self._cols = cols
+        self._columns: dict[str, np.ndarray] | None = None
+
+    def __len__(self) -> int:
+        return self._cols.n
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if self._columns is None:
+            self._columns = _columns_of(self._cols.payload, self._cols.head)
+        return self._columns[name]
+
+
+def _as_records(chunks: list[memoryview | _Columns]) -> list[memoryview]:
+    """``chunks`` with each COLUMNS frame replaced (in place) by its POINTS records."""
+    for i, c in enumerate(chunks):
+        if isinstance(c, _Columns):
+            chunks[i] = _records_of_columns(c.payload)
+    return chunks  # type: ignore[return-value]  # every item is a memoryview now
 
 
 @dataclass
 class Delta:
     """What one :meth:`LogFile.poll` found: new frames' contents, in file order."""
 
-    points: list[memoryview] = field(default_factory=list)  # POINTS payloads (24-byte records)
+    # the new point frames: a POINTS payload, or a COLUMNS frame not decoded yet (:attr:`points`)
+    pending: list[memoryview | _Columns] = field(default_factory=list, repr=False)
     texts: list[tuple[int, int, int, str]] = field(default_factory=list)
     media: list[tuple[int, int, int, int, int, dict]] = field(default_factory=list)
     stats: list[dict] = field(default_factory=list)
     events: list[dict] = field(default_factory=list)  # failures and alerts (also in stats)
 
     def __bool__(self) -> bool:
-        return bool(self.points or self.texts or self.media or self.stats)
+        return bool(self.pending or self.texts or self.media or self.stats)
+
+    @property
+    def points(self) -> list[memoryview]:
+        """The new POINTS payloads (24-byte records, file order); COLUMNS frames are
+        decoded into records on the first access."""
+        return _as_records(self.pending)
 
 
 class LogFile:
@@ -74,7 +153,7 @@ class LogFile:
         self.version: int | None = None
         self.header: dict = {}
         self.tags: dict[int, tuple[int, str]] = {}
-        self.chunks: list[memoryview] = []  # POINTS payloads: views of the bytes read
+        self._chunks: list[memoryview | _Columns] = []  # views of the bytes read, file order
         self.texts: list[tuple[int, int, int, str]] = []
         self.media: list[tuple[int, int, int, int, int, dict]] = []
         self.stats: list[dict] = []
@@ -87,7 +166,7 @@ class LogFile:
         self.unknown_frames = 0
         self.pending_bytes = 0
         self.size = 0
-        self._views: list = []  # numpy views of self.chunks, made on demand
+        self._views: list = []  # numpy views of the POINTS payloads in self._chunks, made on demand
         self._warned = False  # about a file that cannot be read
 
     # -- parsing -------------------------------------------------------------------
@@ -182,21 +261,28 @@ class LogFile:
         return pos
 
     def _frame(self, kind: int, payload: memoryview, delta: Delta) -> None:
-        if kind == F.FRAME_COLUMNS:  # read as the POINTS frame it stands for
-            kind, payload = F.FRAME_POINTS, _records_of_columns(payload)
-        if kind == F.FRAME_POINTS:
+        if kind == F.FRAME_COLUMNS:  # kept as it is: decoded by whoever reads the points
+            cols = _Columns(payload)  # its head checked here: ValueError skips the frame
+            if self.first_step is None:
+                self._first_step_of(cols.records())
+            if cols.n:
+                self.max_ms = max(self.max_ms, unwrap_ms(cols.last_ms(), self.max_ms))
+            delta.pending.append(cols)
+            if self.keep:
+                self._chunks.append(cols)
+        elif kind == F.FRAME_POINTS:
             if len(payload) % F.POINT_SIZE:
                 raise ValueError("points payload is not a whole number of records")
             # a view into the bytes just read, not a copy (they stay alive while it does)
             raw = payload
             if self.first_step is None:
-                self._first_step_of(raw)
+                self._first_step_of(F.POINT.iter_unpack(raw))
             if len(raw):
                 last_ms = F.POINT.unpack_from(raw, len(raw) - F.POINT_SIZE)[3]
                 self.max_ms = max(self.max_ms, unwrap_ms(last_ms, self.max_ms))
-            delta.points.append(raw)
+            delta.pending.append(raw)
             if self.keep:
-                self.chunks.append(raw)
+                self._chunks.append(raw)
         elif kind == F.FRAME_TAGS:
             for tid, tkind, name in F.decode_tag_defs(payload.tobytes()):
                 self.tags[tid] = (tkind, name)
@@ -244,26 +330,45 @@ class LogFile:
                     kind,
                 )
 
-    def _first_step_of(self, raw: bytes | memoryview) -> None:
-        for step, _v, tid, _ms in F.POINT.iter_unpack(raw):
+    def _first_step_of(self, records: Iterator[tuple[int, float, int, int]]) -> None:
+        for step, _v, tid, _ms in records:
             if self.tags.get(tid, (F.KIND_SCALAR, ""))[0] != F.KIND_SYSTEM:
                 self.first_step = step
                 return
 
     # -- bulk decoding -------------------------------------------------------------
 
+    @property
+    def chunks(self) -> list[memoryview]:
+        """The point frames read so far as POINTS payloads (24-byte records, file
+        order): views of the bytes read, COLUMNS frames decoded into records on the
+        first access (bulk readers take :meth:`point_chunks` instead)."""
+        return _as_records(self._chunks)
+
     def point_chunks(self) -> list:
-        """The POINTS payloads read so far, each as a numpy structured array of
-        ``NUMPY_POINT_DTYPE`` (step i8, value f8, tag u4, ms u4 *wrapped*) that is a view
-        of the bytes read, not a copy. Bulk readers decode these straight into their
-        output; :attr:`ms_wrapped` says whether ``ms`` needs :func:`_unwrap`."""
+        """The point frames read so far, file order, each indexable by field name
+        (``raw["step"]`` i8, ``"value"`` f8, ``"tag"`` u4, ``"ms"`` u4 *wrapped*) and
+        sized by ``len``: a POINTS payload as a numpy structured array of
+        ``NUMPY_POINT_DTYPE`` that is a view of the bytes read, a COLUMNS frame as
+        its four columns (each decoded once, contiguous; no 24-byte records made).
+        Bulk readers decode these straight into their output; :attr:`ms_wrapped` says
+        whether ``ms`` needs :func:`_unwrap`."""
         import numpy as np
 
         views = self._views
-        if len(views) < len(self.chunks):
-            dtype = np.dtype(F.NUMPY_POINT_DTYPE)
-            views.extend(np.frombuffer(c, dtype=dtype) for c in self.chunks[len(views) :])
-        return views
+        views.extend([None] * (len(self._chunks) - len(views)))
+        dtype = np.dtype(F.NUMPY_POINT_DTYPE)
+        out: list = []
+        for i, c in enumerate(self._chunks):
+            if isinstance(c, _Columns):
+                # its columns are made for each call, never held: the frame stays at its
+                # size in the file (12-16 bytes a point) between reads
+                out.append(_ColumnChunk(c))
+            else:  # a POINTS payload, or a COLUMNS frame turned into records by .chunks
+                if views[i] is None:
+                    views[i] = np.frombuffer(c, dtype=dtype)
+                out.append(views[i])
+        return out
 
     @property
     def ms_wrapped(self) -> bool:
@@ -274,7 +379,7 @@ class LogFile:
     @property
     def n_points(self) -> int:
         """Point records read so far."""
-        return sum(len(c) for c in self.chunks) // F.POINT_SIZE
+        return sum(c.n if isinstance(c, _Columns) else len(c) // F.POINT_SIZE for c in self._chunks)
 
     def points(self) -> np.ndarray:
         """All point records read so far as a numpy structured array (a new one each
@@ -340,6 +445,43 @@ def read_header(path: str, limit: int = 1 << 16) -> dict:
     return obj if isinstance(obj, dict) else {}
 
 
+def _columns_of(payload: memoryview, head: tuple[int, ...] | None = None) -> dict[str, np.ndarray]:
+    """The four columns of a COLUMNS payload (``F.columns_head``; ``head`` when already
+    checked), each contiguous, decoded with numpy in a few vector operations: step
+    (int64), value (float64, a view of the payload where it is aligned), tag (uint32),
+    ms (uint32, as written: wrapped).
+
+    Raises:
+        ValueError: the payload is malformed.
+    """
+    import numpy as np
+
+    n, pattern, tag_w, step_w, ms_w, step_base, ms_base = head or F.columns_head(payload)
+    width: dict[int, np.dtype] = {2: np.dtype("<u2"), 4: np.dtype("<u4"), 8: np.dtype("<i8")}
+    raw = np.frombuffer(payload, np.uint8)
+    # a frame lies anywhere in the file: unaligned columns copy ~50x slower (the address
+    # from the array interface: ``raw.ctypes`` would import ctypes on a first read)
+    if raw.__array_interface__["data"][0] % 8:
+        raw = raw.copy()
+    at = F.COLUMNS_HEAD.size
+    value = raw[at : at + 8 * n].view("<f8")
+    at += 8 * n
+    steps = raw[at : at + step_w * n].view(width[step_w])
+    at += step_w * n
+    step = steps if step_w == 8 else np.add(steps, np.int64(step_base), dtype=np.int64)
+    ms = raw[at : at + ms_w * n].view(width[ms_w])
+    at += ms_w * n
+    if ms_w != 4:
+        ms = np.add(ms, np.uint32(ms_base), dtype=np.uint32)
+    tags = raw[at:]
+    if pattern:
+        ids = tags.view("<u4")
+        tag = np.full(n, ids[0], np.uint32) if pattern == 1 else np.tile(ids, -(-n // pattern))[:n]
+    else:
+        tag = tags.view(width[tag_w]).astype(np.uint32)
+    return {"step": step, "value": value, "tag": tag, "ms": ms}
+
+
 def _records_of_columns(payload: memoryview) -> memoryview:
     """The POINT records of a COLUMNS payload (``F.columns_head``), decoded with numpy
     in a few vector operations (~10x the standard library's ``F.decode_columns``).
@@ -349,31 +491,8 @@ def _records_of_columns(payload: memoryview) -> memoryview:
     """
     import numpy as np
 
-    n, pattern, tag_w, step_w, ms_w, step_base, ms_base = F.columns_head(payload)
-    width: dict[int, np.dtype] = {2: np.dtype("<u2"), 4: np.dtype("<u4"), 8: np.dtype("<i8")}
-    raw = np.frombuffer(payload, np.uint8)
-    if raw.ctypes.data % 8:  # a frame lies anywhere in the file: unaligned columns copy ~50x slower
-        raw = raw.copy()
-    out = np.empty(n, np.dtype(F.NUMPY_POINT_DTYPE))
-    at = F.COLUMNS_HEAD.size
-    out["value"] = raw[at : at + 8 * n].view("<f8")
-    at += 8 * n
-    steps = raw[at : at + step_w * n].view(width[step_w])
-    at += step_w * n
-    if step_base:
-        np.add(steps, np.int64(step_base), out=out["step"], casting="unsafe")
-    else:
-        out["step"] = steps
-    ms = raw[at : at + ms_w * n].view(width[ms_w])
-    at += ms_w * n
-    if ms_base:
-        np.add(ms, np.uint32(ms_base), out=out["ms"], casting="unsafe")
-    else:
-        out["ms"] = ms
-    tags = raw[at:]
-    if pattern:
-        ids = tags.view("<u4")
-        out["tag"] = ids[0] if pattern == 1 else np.tile(ids, -(-n // pattern))[:n]
-    else:
-        out["tag"] = tags.view(width[tag_w])
+    cols = _columns_of(payload)
+    out = np.empty(len(cols["step"]), np.dtype(F.NUMPY_POINT_DTYPE))
+    for name, col in cols.items():
+        out[name] = col
     return memoryview(out.view(np.uint8).data)

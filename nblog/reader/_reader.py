@@ -1,6 +1,7 @@
 """RunReader: a run's event logs into Polars frames, full resolution, every rank.
 
-Imports numpy and polars (``import nblog`` does not). Files are read incrementally:
+Imports polars (``import nblog`` does not), and numpy where a method needs it
+(:meth:`RunReader.scalars` of files of the current format does not). Files are read incrementally:
 :meth:`RunReader.refresh` reads only what was appended since the last read, so the
 same reader serves one-off analysis, ``nb tail -f`` and the TUI.
 
@@ -17,7 +18,6 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
-import numpy as np
 import polars as pl
 
 from ..format import _format as F
@@ -27,6 +27,11 @@ from ._catalog import resolve_run
 from ._logfile import LogFile, _unwrap
 from ._rankfiles import KIND_CODES, RankFiles, active_offsets, hide_thresholds, read_all
 from ._select import tag_set as _as_tags
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    from ._lazy import numpy as np  # imported on first use
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -486,7 +491,10 @@ class RunReader:
             all_ranks: every rank merged, rank by rank.
             include_hidden: also points hidden by a later session's restart.
         """
-        return self._point_frame(F.KIND_SCALAR, tags, rank, all_ranks, include_hidden)
+        from ._columns_read import columns_frame  # Polars alone, no numpy: the common case
+
+        df = columns_frame(self, F.KIND_SCALAR, tags, rank, all_ranks, include_hidden, POINT_SCHEMA)
+        return df if df is not None else self._point_frame(F.KIND_SCALAR, tags, rank, all_ranks, include_hidden)
 
     def timers(
         self,
