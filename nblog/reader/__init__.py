@@ -76,6 +76,7 @@ _NAMES: dict[str, tuple[str, str]] = {
     "provenance_lines": ("._summary", "provenance_lines"),
     "TRACEBACK_LINES": ("._summary", "TRACEBACK_LINES"),
     "straggler_rule": ("._stragglers", "straggler_rule"),
+    "straggler_frames": ("._stragglers", "straggler_frames"),
     "STRAGGLER_SPREAD": ("._stragglers", "STRAGGLER_SPREAD"),
     # watching
     "Watcher": ("._watch", "Watcher"),
@@ -169,7 +170,7 @@ if TYPE_CHECKING:  # the names for the type checker; at run time __getattr__ imp
         select as select_runs,
     )
     from ._select import tag_matcher, tag_set
-    from ._stragglers import STRAGGLER_SPREAD, straggler_rule
+    from ._stragglers import STRAGGLER_SPREAD, straggler_frames, straggler_rule
     from ._summary import (
         TRACEBACK_LINES,
         failure_line,

@@ -385,6 +385,20 @@ def refuse_linked_folders(outdir: str | os.PathLike, folder: str) -> None:
                                   "and does not write through links found there (remove it)")
 
 
+def _rank_frames(reader: RunReader, kind: str, tags: str | Iterable[str] | None,
+                 include_hidden: bool) -> Iterator[tuple[int, Iterator[pl.DataFrame]]]:
+    """Each rank's frame of ``kind`` as pieces (:func:`read_frames`), rank after rank:
+    scalars and timers decoded one rank and one piece at a time; system metrics and
+    text read for every rank at once and split (small frames)."""
+    if kind in _POINT_KINDS:
+        for r in reader.ranks():
+            yield r, read_frames(reader, kind, tags=tags, rank=r, include_hidden=include_hidden)
+        return
+    df = read_frame(reader, kind, tags=tags, all_ranks=True, include_hidden=include_hidden)
+    for (r,), part in df.partition_by("rank", as_dict=True, maintain_order=True).items() if len(df) else []:
+        yield int(r), iter([part])
+
+
 KIND_KEY = "nb.kind"  # Parquet footer key of a dataset file: what it holds ("scalars", ...)
 
 
@@ -417,7 +431,8 @@ def export_root(
     partition columns live in the folder names only; the kind in each file's footer,
     :data:`KIND_KEY`). Rewriting a run replaces its files. Read it back with ``pl.scan_parquet(outdir, hive_partitioning=True,
     hive_schema={"project": pl.String, "run": pl.String, "rank": pl.Int32})``.
-    ``on_run`` is called with each run's result as it is written.
+    ``on_run`` is called with each run's result as it is written. Scalars and timers
+    are streamed rank by rank and piece by piece (:func:`read_frames`).
 
     Returns:
         One dict per run: project, run, ranks (written), rows, files.
@@ -434,19 +449,21 @@ def export_root(
     results = []
     for row in list_runs(root, project):
         reader = RunReader(row["path"])
-        df = read_frame(reader, kind, tags=tags, all_ranks=True, include_hidden=include_hidden)
         files, rows, ranks = [], 0, []
-        for (r,), part in df.partition_by("rank", as_dict=True, maintain_order=True).items() if len(df) else []:
-            folder = hive_path(outdir, row["project"], row["id"], int(r))
+        for r, pieces in _rank_frames(reader, kind, tags, include_hidden):
+            first = next(pieces)
+            if not len(first):  # no rows on this rank: no file
+                continue
+            folder = hive_path(outdir, row["project"], row["id"], r)
             refuse_linked_folders(outdir, folder)
             os.makedirs(folder, exist_ok=True)
             path = os.path.join(folder, "part-0.parquet")
             # nb's own file in nb's folder: a link planted there is replaced, never followed
-            write_frame(part.drop([c for c in HIVE_COLUMNS if c in part.columns]), path, "parquet",
-                        metadata={KIND_KEY: kind}, follow_links=False)
+            n, _ = write_frames((p.drop([c for c in HIVE_COLUMNS if c in p.columns]) for p in _chain(first, pieces)),
+                                path, "parquet", metadata={KIND_KEY: kind}, follow_links=False)
             files.append(path)
-            rows += len(part)
-            ranks.append(int(r))
+            rows += n
+            ranks.append(r)
         result = {"project": row["project"], "run": row["id"], "ranks": ranks, "rows": rows, "files": files}
         results.append(result)
         if on_run is not None:

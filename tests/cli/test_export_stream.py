@@ -129,3 +129,37 @@ def test_nb_export_decodes_the_frame_piece_by_piece(cli, long_run, tmp_path, mon
     assert result.exit_code == 0, result.stderr
     assert sum(made) == len(frame) and len(made) >= 10 and max(made) <= 8192 + 5000, made
     assert_frame_equal(pl.read_parquet(out), frame)
+
+
+@pytest.mark.parametrize("kind", ["scalars", "timers", "text", "system"])
+def test_a_hive_dataset_holds_each_ranks_frame(cli, runs, reader, tmp_path, monkeypatch, kind):
+    monkeypatch.setattr(export_mod, "STREAM_ROWS", 3)  # many pieces a rank
+    out = tmp_path / "ds"
+    result = cli("export", "--root", str(runs), "-o", str(out), "--kind", kind, "--include-hidden")
+    assert result.exit_code == 0, result.stderr
+    whole = read_frame(reader, kind, all_ranks=True, include_hidden=True)
+    ranks = sorted(set(whole["rank"]))
+    run = out / "project=vision" / "run=ddp-00000001"
+    assert sorted(int(p.name.split("=")[1]) for p in run.iterdir()) == ranks  # a file for each rank with rows
+    for r in ranks:
+        got = pl.read_parquet(run / f"rank={r}" / "part-0.parquet")
+        assert_frame_equal(got, whole.filter(pl.col("rank") == r).drop("rank"))
+
+
+def test_a_hive_export_decodes_rank_by_rank_piece_by_piece(cli, long_run, tmp_path, monkeypatch):
+    made: list[int] = []
+    plan_frame = RunReader._plan_frame
+
+    def spy(self, names, plan, include_hidden):
+        df = plan_frame(self, names, plan, include_hidden)
+        made.append(len(df))
+        return df
+
+    monkeypatch.setattr(RunReader, "_plan_frame", spy)
+    monkeypatch.setattr(export_mod, "STREAM_ROWS", 8192)
+    out = tmp_path / "ds"
+    result = cli("export", "--root", str(long_run), "-o", str(out))
+    assert result.exit_code == 0, result.stderr
+    assert sum(made) == 200_000 and len(made) >= 10 and max(made) <= 8192 + 5000, made
+    got = pl.read_parquet(out / "project=long" / "run=long-00000001" / "rank=0" / "part-0.parquet")
+    assert_frame_equal(got, RunReader(long_run / "long" / "long-00000001").scalars().drop("rank"))

@@ -75,3 +75,92 @@ def test_hint_when_only_rank0_timed(cli, tmp_path):
     result = cli("timers", "one-00000001", "--root", str(root))
     assert result.exit_code == 0 and "only one rank logged timers" in result.stderr
     assert cli("timers", "one-00000001", "--root", str(root), "--json").stderr == ""
+
+
+def plain_tables(stdout: str) -> dict[str, list[list[str]]]:
+    """The tables of plain output: title -> rows of cells (the header line first)."""
+    tables: dict[str, list[list[str]]] = {}
+    title = None
+    for line in stdout.splitlines():
+        if line.startswith("# "):
+            title = line[2:]
+            tables[title] = []
+        elif line and title is not None:
+            tables[title].append(line.split("\t"))
+    return tables
+
+
+def test_the_per_rank_table_shows_each_timers_slowest_ranks(cli, runs):
+    # issue 18: at 8,192 ranks the per-rank table was 32,768 rows; by default it keeps
+    # each timer's slowest ranks (here 2 of 3), slowest first, and says how to see all
+    result = cli("timers", "ddp-00000001", "--root", str(runs), "--slowest", "2")
+    assert result.exit_code == 0, result.stderr
+    tables = plain_tables(result.stdout)
+    (rows,) = [rows for title, rows in tables.items() if "slowest ranks" in title]
+    assert rows[0][:2] == ["TIMER", "RANK"]
+    assert [r[1] for r in rows[1:]] == ["2", rows[2][1]] and len(rows) == 3
+    assert rows[1][-1] == "yes" and rows[2][-1] == ""
+    assert "--all-ranks shows every rank" in result.stderr
+    every = cli("timers", "ddp-00000001", "--root", str(runs), "--slowest", "2", "--all-ranks")
+    assert every.exit_code == 0 and "--all-ranks" not in every.stderr
+    rows = plain_tables(every.stdout)["Timers per rank (seconds)"]
+    assert [r[1] for r in rows[1:]] == ["0", "1", "2"]
+    # as many ranks as --slowest or fewer: the whole table, in rank order, as before
+    few = cli("timers", "ddp-00000001", "--root", str(runs), "--slowest", "3")
+    assert plain_tables(few.stdout)["Timers per rank (seconds)"] == rows and few.stderr == ""
+
+
+def test_plain_tables_agree_with_json(cli, tmp_path):
+    # 12 ranks, ranks 7 and 8 slow: the default tables are computed from frames (no row per rank
+    # made in Python); they give the numbers, flags and slowest ranks --json gives
+    import time
+
+    import nblog as nb
+
+    world = 12
+    for rank in range(world):
+        env = {"RANK": str(rank), "LOCAL_RANK": str(rank % 4), "WORLD_SIZE": str(world),
+               "TORCHELASTIC_RUN_ID": "job-agree", "NB_DIR": str(tmp_path), "NB_HOSTNAME": f"node{rank // 4}"}
+        run = nb.init("p", _environ=env, system=False, provenance=False, run_id="agree-00000001")
+        for step in range(4):
+            with run.timer("time/step", step=step, all_ranks=True):
+                time.sleep({7: 0.008, 8: 0.004}.get(rank, 0.001))
+            with run.timer("time/data", step=step, all_ranks=True):
+                pass
+        run.finish()
+    args = ("timers", "agree-00000001", "--root", str(tmp_path))
+    rep = report_of(cli, *args)
+    text = cli(*args)
+    assert text.exit_code == 0, text.stderr
+    tables = plain_tables(text.stdout)
+    across = {r[0]: r for r in next(rows for title, rows in tables.items() if title.startswith("Across"))[1:]}
+    from nbcli._output import fmt_seconds
+
+    for t in rep["timers"]:
+        row = across[t["tag"]]
+        assert row[1:5] == [str(t["ranks"]), str(t["slowest_rank"]), fmt_seconds(t["slowest_mean_s"]),
+                            fmt_seconds(t["median_mean_s"])]
+        assert row[6] == ("yes" if t["straggler"] else "no")
+    assert across["time/step"][2] == "7" and across["time/step"][6] == "yes"
+    (shown,) = [rows[1:] for title, rows in tables.items() if title.startswith("The 10 slowest")]
+    for tag in ("time/step", "time/data"):
+        mine = sorted((r for r in rep["ranks"] if r["tag"] == tag), key=lambda r: (-r["mean_s"], r["rank"]))[:10]
+        assert [row[1:] for row in shown if row[0] == tag] == [
+            [str(r["rank"]), str(r["count"]), fmt_seconds(r["mean_s"]), fmt_seconds(r["p50_s"]),
+             fmt_seconds(r["p95_s"]), fmt_seconds(r["max_s"]), fmt_seconds(r["total_s"]),
+             "yes" if r["straggler"] else ""] for r in mine]
+    # a timer with more stragglers than the table shows: the note says how many
+    one = cli(*args, "--slowest", "1")
+    assert "time/step: 2 stragglers" in one.stderr and "--all-ranks shows every rank" in one.stderr
+    # --tag with --last-steps: the window counts the timers selected, as --json does
+    assert plain_tables(cli(*args, "--tag", "*step", "--last-steps", "2", "--all-ranks").stdout)[
+        "Timers per rank (seconds)"][1:] == [
+        ["time/step", str(r["rank"]), "2", fmt_seconds(r["mean_s"]), fmt_seconds(r["p50_s"]), fmt_seconds(r["p95_s"]),
+         fmt_seconds(r["max_s"]), fmt_seconds(r["total_s"]), "yes" if r["straggler"] else ""]
+        for r in report_of(cli, *args, "--tag", "*step", "--last-steps", "2")["ranks"]]
+
+
+def report_of(cli, *args):
+    result = cli(*args, "--json")
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)
