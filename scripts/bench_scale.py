@@ -32,7 +32,7 @@ Parts (``--part``, comma separated; all but ``long`` by default):
   scripts/bench_ls_query.py), then ``nb ls``, ``nb ls --where ...`` and
   ``nb resume-id --latest``.
 - ``long``: a finished run of 10 tags x ``--long-steps`` steps written in the writer's
-  frames (numpy, as scripts/bench_tui.py does), then ``RunReader.scalars()``,
+  frames (numpy, as scripts/bench_tui.py does; ``--long-frames``), then ``RunReader.scalars()``,
   ``nb export`` to Parquet (time, peak RSS, and the frame's size) and the TUI's first
   plot. The issue's figure is 10,000,000 steps (100M points, 2.4 GB on disk): pass
   ``--long-steps 10000000`` by hand; CI never runs it.
@@ -521,12 +521,15 @@ def _format_module():
     raise SystemExit("cannot find nblog's format module")
 
 
-def write_long(root: str, tags: int, steps: int) -> str:
-    """A finished run of ``tags`` scalars x ``steps`` steps on rank 0, in 1 MiB frames."""
+def write_long(root: str, tags: int, steps: int, columns: bool = False) -> str:
+    """A finished run of ``tags`` scalars x ``steps`` steps on rank 0, in frames of 1 MiB
+    of 24-byte records; ``columns``: each stored as a COLUMNS frame, as nblog's writer
+    stores them (``encode_columns``; a checkout without it writes POINTS frames)."""
     import numpy as np
 
     F = _format_module()
-    run_dir = os.path.join(root, "long", f"long{tags}x{steps}")
+    columns = columns and hasattr(F, "encode_columns")
+    run_dir = os.path.join(root, "long", f"long{tags}x{steps}" + ("-columns" if columns else ""))
     path = os.path.join(run_dir, "events.r0.s0.log")
     if os.path.exists(run_dir + ".done"):
         return run_dir
@@ -547,7 +550,8 @@ def write_long(root: str, tags: int, steps: int) -> str:
             rec["tag"] = np.tile(np.arange(tags, dtype=np.uint32), len(st))
             rec["value"] = np.sin(rec["step"] / 1e4) + rec["tag"]
             rec["ms"] = (rec["step"] // 10).astype(np.uint32)
-            f.write(F.frame(F.FRAME_POINTS, rec.tobytes()))
+            enc = F.encode_columns(rec.tobytes()) if columns else None
+            f.write(F.frame(F.FRAME_COLUMNS, enc) if enc is not None else F.frame(F.FRAME_POINTS, rec.tobytes()))
         f.write(F.json_frame(F.FRAME_END, {"status": "finished", "ms": 0}))
     open(run_dir + ".done", "w").close()
     return run_dir
@@ -611,7 +615,7 @@ asyncio.run(main())
 def part_long(a, rows: list[Row]) -> None:
     tags, steps = 10, a.long_steps
     t0 = time.perf_counter()
-    run_dir = write_long(a.dir, tags, steps)
+    run_dir = write_long(a.dir, tags, steps, columns=a.long_frames == "columns")
     points = tags * steps
     print(f"long run: {points:,} points in {run_dir} ({os.path.getsize(os.path.join(run_dir, 'events.r0.s0.log')) / 2**20:,.0f} MiB,"
           f" {time.perf_counter() - t0:.0f} s)", flush=True)
@@ -622,13 +626,14 @@ def part_long(a, rows: list[Row]) -> None:
 
     c = median_child([sys.executable, "-c", _READ_SCALARS, run_dir], a.repeat, timeout=a.timeout)
     frame_mib = float(c.out.split()[2]) if c.rc == 0 else None
-    note = f"peak {c.rss_mib:,.0f} MiB, frame {frame_mib:,.0f} MiB" if c.rc == 0 else f"exit {c.rc}"
+    note = (f"CPU {c.cpu_s:.1f} s, peak {c.rss_mib:,.0f} MiB, frame {frame_mib:,.0f} MiB" if c.rc == 0
+            else f"exit {c.rc}")
     rows.append(Row(f"`RunReader.scalars()`, {label}", last_float(c.out) if c.rc == 0 else None, "s",
                     target(4.0), note))
     out = os.path.join(a.dir, "long-export.parquet")
     c = median_child(NB + ["export", run_dir, "-o", out], a.repeat, timeout=a.timeout)
     rows.append(Row(f"`nb export` to Parquet, {label}", c.wall_s if c.rc == 0 else None, "s", target(10.0),
-                    f"peak {c.rss_mib:,.0f} MiB" if c.rc == 0 else f"exit {c.rc}"))
+                    f"CPU {c.cpu_s:.1f} s, peak {c.rss_mib:,.0f} MiB" if c.rc == 0 else f"exit {c.rc}"))
     if c.rc == 0 and frame_mib:
         rows.append(Row(f"`nb export` peak memory / frame size, {label}", c.rss_mib / frame_mib, "×", 2.0,
                         f"{c.rss_mib:,.0f} / {frame_mib:,.0f} MiB"))
@@ -662,6 +667,9 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=20000, help="runs in the root (runs part)")
     ap.add_argument("--long-steps", type=int, default=1_000_000,
                     help="steps of the long run, 10 tags each (the issue's figure: 10000000)")
+    ap.add_argument("--long-frames", choices=("columns", "points"), default="columns",
+                    help="how the long run's points are stored: COLUMNS frames as nblog's writer writes "
+                         "them (~12 bytes a point), or 24-byte POINTS records (older runs)")
     ap.add_argument("--wait-s", type=float, default=60.0,
                     help="how long the waiting rank waits for a rank 0 that never comes (fs part; its polls "
                          "back off for ~25 s before they settle, so a shorter wait overstates the rate)")

@@ -163,3 +163,27 @@ def test_a_hive_export_decodes_rank_by_rank_piece_by_piece(cli, long_run, tmp_pa
     assert sum(made) == 200_000 and len(made) >= 10 and max(made) <= 8192 + 5000, made
     got = pl.read_parquet(out / "project=long" / "run=long-00000001" / "rank=0" / "part-0.parquet")
     assert_frame_equal(got, RunReader(long_run / "long" / "long-00000001").scalars().drop("rank"))
+
+
+@pytest.mark.parametrize(("env", "advised"), [({}, "False"), ({"NUMPY_MADVISE_HUGEPAGE": "1"}, "True")])
+def test_nb_export_asks_numpy_for_no_huge_pages(runs, tmp_path, env, advised):
+    """Huge-page advice on each fresh piece made a streamed export slower (compaction at
+    each fault); the nb process turns it off unless the user chose."""
+    code = textwrap.dedent("""
+        import sys
+        from nbcli.app import main
+        try:
+            main()
+        except SystemExit as stop:
+            assert not stop.code, stop.code
+        try:
+            from numpy._core.multiarray import _get_madvise_hugepage
+        except ImportError:  # numpy 1.x
+            from numpy.core.multiarray import _get_madvise_hugepage
+        print(_get_madvise_hugepage())
+    """)
+    out = subprocess.run([sys.executable, "-c", code, "export", "ddp-00000001", "--root", str(runs), "-o",
+                          str(tmp_path / "s.parquet")], capture_output=True, text=True, env=clean_env(**env),
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [advised]
