@@ -98,6 +98,34 @@ class _ColumnChunk:
         return self._columns[name]
 
 
+_PARALLEL_CRC = 4 << 20  # bytes of payloads from which their checksums are computed in two threads
+
+
+def _checksums(view: memoryview, spans: list[tuple[int, int]]) -> list[int]:
+    """The CRC-32 of each ``view[start:stop]`` of ``spans``, in order; in two threads
+    (two halves by bytes) when they hold ``_PARALLEL_CRC`` bytes or more."""
+    crc32 = zlib.crc32
+    total = sum(stop - start for start, stop in spans)
+    if total < _PARALLEL_CRC or len(spans) < 2 or (os.cpu_count() or 1) < 2:
+        return [crc32(view[a:b]) for a, b in spans]
+    from concurrent.futures import ThreadPoolExecutor
+
+    half, acc, cut = total // 2, 0, len(spans)
+    for k, (a, b) in enumerate(spans):
+        acc += b - a
+        if acc >= half:
+            cut = k + 1
+            break
+
+    def part(sub: list[tuple[int, int]]) -> list[int]:
+        return [crc32(view[a:b]) for a, b in sub]
+
+    with ThreadPoolExecutor(1, thread_name_prefix="nblog-crc") as pool:
+        later = pool.submit(part, spans[cut:])
+        first = part(spans[:cut])  # this thread takes the first half meanwhile
+        return first + later.result()
+
+
 def _as_records(chunks: list[memoryview | _Columns]) -> list[memoryview]:
     """``chunks`` with each COLUMNS frame replaced (in place) by its POINTS records."""
     for i, c in enumerate(chunks):
@@ -228,37 +256,54 @@ class LogFile:
             want *= 2  # no whole frame in the window, and more of the file after it
 
     def _parse(self, data: bytes, pos: int, delta: Delta) -> int:
+        """Parse the frames of ``data`` from ``pos``; return where the first frame not
+        parsed (torn, still being written) starts.
+
+        Two passes: the walk from header to header (which depends on the headers
+        alone: a payload that fails its checksum is skipped to the same place as one
+        that passes), then the frames in order, their payloads' checksums computed in
+        between, in two threads for a large read (zlib releases the GIL).
+        """
         end = len(data)
         hsize = F.FRAME_HEADER_SIZE
         view = memoryview(data)
         crc32 = zlib.crc32
         unpack = F.FRAME_HEADER.unpack_from
+        walk: list[tuple[int, int, int, int]] = []  # (pos, kind or -1: garbage skipped, stop, crc)
         while end - pos >= hsize:
             magic, kind, length, crc, hcrc = unpack(data, pos)
             if magic != F.FRAME_MAGIC or crc32(view[pos : pos + 12]) != hcrc or length > F.MAX_FRAME_LENGTH:
                 nxt = data.find(F.FRAME_MAGIC, pos + 1)
                 if nxt < 0:
-                    return pos  # maybe garbage, maybe a header being written: keep for later
-                self.skipped_bytes += nxt - pos
+                    break  # maybe garbage, maybe a header being written: keep for later
+                walk.append((pos, -1, nxt, 0))
                 pos = nxt
                 continue
             stop = pos + hsize + length
             if stop > end:
-                return pos  # torn or still being written
-            payload = view[pos + hsize : stop]
-            if crc32(payload) != crc:
+                break  # torn or still being written
+            walk.append((pos, kind, stop, crc))
+            pos = stop
+        last = pos  # where the walk stopped
+        sums = _checksums(view, [(p + hsize, stop) for p, kind, stop, _crc in walk if kind >= 0])
+        i = 0
+        for p, kind, stop, crc in walk:
+            if kind < 0:
+                self.skipped_bytes += stop - p
+                continue
+            good = sums[i] == crc
+            i += 1
+            if not good:
                 if stop == end:
-                    return pos  # the last frame: treat as not yet written
-                self.skipped_bytes += stop - pos
-                pos = stop
+                    return p  # the last frame: treat as not yet written
+                self.skipped_bytes += stop - p
                 continue
             try:
-                self._frame(kind, payload, delta)
+                self._frame(kind, view[p + hsize : stop], delta)
             except (ValueError, UnicodeDecodeError) as err:
-                self.skipped_bytes += stop - pos
-                log.debug("nblog: bad frame in %s at %d: %s", self.path, self.offset + pos, err)
-            pos = stop
-        return pos
+                self.skipped_bytes += stop - p
+                log.debug("nblog: bad frame in %s at %d: %s", self.path, self.offset + p, err)
+        return last
 
     def _frame(self, kind: int, payload: memoryview, delta: Delta) -> None:
         if kind == F.FRAME_COLUMNS:  # kept as it is: decoded by whoever reads the points

@@ -14,6 +14,8 @@ import struct
 import subprocess
 import sys
 import textwrap
+import threading
+import zlib
 
 import polars as pl
 import pytest
@@ -208,3 +210,45 @@ def test_ipc_streams_hold_every_column_type():
     assert list(df.iter_rows()) == rows
     with pytest.raises(ValueError):
         ipc_stream([("a", "u32")], [(2, [b"\0" * 4])])
+
+
+def test_checksums_in_two_threads_find_what_one_thread_finds(tmp_path, monkeypatch):
+    """A read of 4 MiB or more checks its payloads in two threads: the same frames are
+    skipped (a damaged payload in each half, garbage between frames), the same read."""
+    import nblog.reader._logfile as L
+
+    frames = [F.frame(F.FRAME_COLUMNS, F.encode_columns(records([(i, float(i), 0, i // 10) for i in range(k, k + 9000)])))
+              for k in range(0, 9000 * 60, 9000)]
+    for k in (3, 45):  # a byte of a payload in each half
+        f = bytearray(frames[k])
+        f[F.FRAME_HEADER_SIZE + 100] ^= 0xFF
+        frames[k] = bytes(f)
+    frames.insert(20, b"garbage NB")
+    path = str(tmp_path / "events.r0.s0.log")
+    with open(path, "wb") as out:
+        out.write(F.file_header() + F.json_frame(F.FRAME_SESSION, {"rank": 0})
+                  + F.frame(F.FRAME_TAGS, F.encode_tag_defs([(0, F.KIND_SCALAR, "x")])) + b"".join(frames))
+    assert os.path.getsize(path) > L._PARALLEL_CRC
+    threads = set()
+
+    class Zlib:  # zlib, noting the threads that compute checksums
+        @staticmethod
+        def crc32(data: memoryview) -> int:
+            threads.add(threading.current_thread().name.split("_")[0])
+            return zlib.crc32(data)
+
+    monkeypatch.setattr(L, "zlib", Zlib)
+
+    def read() -> tuple:
+        lf = L.LogFile(path)
+        lf.poll()
+        return lf.skipped_bytes, lf.n_points, [bytes(c) for c in lf.chunks]
+
+    two = read()
+    assert "nblog-crc" in threads
+    monkeypatch.setattr(L, "_PARALLEL_CRC", 1 << 62)
+    threads.clear()
+    one = read()
+    assert threads == {"MainThread"}
+    assert two == one
+    assert one[0] == len(frames[3]) + len(frames[46]) + len(b"garbage NB") and one[1] == 58 * 9000
