@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import sys
 import time
 from collections.abc import Sequence
 
@@ -18,6 +19,7 @@ from ._output import (
     Cell,
     Column,
     Output,
+    clean,
     data,
     emit_json,
     error,
@@ -40,6 +42,10 @@ _COLUMNS = [
     Column("SESSIONS", True), Column("LAST STEP", True), Column("STARTED"), Column("DURATION", True),
 ]
 _MAX_LISTED = 12  # a missing project's message lists the projects there when at most this many
+#: Rows of a table on a terminal unless ``--limit`` says otherwise (piped output and
+#: --json carry every run): a Rich table of 20,000 runs takes seconds to lay out, and
+#: scrolls the newest runs away.
+TERMINAL_LIMIT = 50
 
 
 def bad_project(project: str | None) -> bool:
@@ -59,6 +65,7 @@ def run_ls(
     desc: bool = False,
     group: str | None = None,
     argv: Sequence[str] | None = None,
+    limit: int | None = None,
 ) -> int:
     """List the runs under ``root`` (default ``$NB_DIR``, else ``./nb_runs``), newest
     first, keeping those of ``project``, whose name matches the glob ``name`` and whose
@@ -74,6 +81,10 @@ def run_ls(
     ``project`` has no run there (a message on stderr names the projects that exist),
     except with ``as_json``, which prints ``[]`` and returns 0; otherwise 0, also when
     the filters leave nothing (a note on stderr).
+
+    ``limit``: at most this many rows in the table, 0 for all; default (None):
+    :data:`TERMINAL_LIMIT` on a terminal, all otherwise. A note on stderr says how many
+    were left out. ``--json`` always carries every run.
 
     ``argv`` is given on the fast path (:func:`fast_argv`): the words after ``ls``.
     A usage error found while running (a bad expression, an unknown key) then raises
@@ -114,7 +125,7 @@ def run_ls(
         read = _RERUN.pop("summaries", {})
         try:
             return _query_ls([p for p in pairs if id(p[0]) in kept], where, as_json, where_expr, columns, sort,
-                             desc, group, read)
+                             desc, group, read, limit)
         except QueryError:
             if argv is None:
                 raise
@@ -133,9 +144,48 @@ def run_ls(
     if not rows and out.rich:
         return 0
     now = time.time()
-    out.table(_COLUMNS, (_default_cells(r, now) for r in rows))
-    _say_failures(out, rows)
+    shown, hidden = _limited(rows, limit, out)
+    if out.rich:
+        out.table(_COLUMNS, (_default_cells(r, now) for r in shown))
+    else:
+        _plain_table(shown, now)
+    _say_failures(out, shown)
+    _say_hidden(len(rows), hidden, 'oldest' if desc else 'newest')
     return 0
+
+
+def _limited(rows: list, limit: int | None, out: Output) -> tuple[list, int]:
+    """The rows a table shows and how many it leaves out (see :func:`run_ls`'s ``limit``)."""
+    if limit is None:
+        limit = TERMINAL_LIMIT if out.rich else 0
+    if limit <= 0 or len(rows) <= limit:
+        return rows, 0
+    return rows[:limit], len(rows) - limit
+
+
+def _say_hidden(total: int, hidden: int, which: str) -> None:
+    """The note under a table that left ``hidden`` of ``total`` runs out (``which``:
+    newest, oldest, first: the ones shown)."""
+    if hidden:
+        info(f"the {which} {total - hidden:,} of {total:,} runs shown; "
+             "--limit 0 shows all, --limit N the first N (piped output and --json carry all)")
+
+
+def _plain_table(rows: Sequence[dict], now: float) -> None:
+    """The default columns as the plain table of :meth:`Output.table` writes them (a
+    header line and tab-separated rows, one write), without a cell object per value:
+    on 20,000 runs that is a fifth of ``nb ls``."""
+    lines = ["\t".join(c.header for c in _COLUMNS)]
+    for r in rows:
+        name = r["name"]
+        lines.append("\t".join([
+            clean(r["id"]), clean(r["project"]), "-" if name is None else clean(name), clean(r["status"]),
+            str(r["ranks"]), str(r["sessions"]),
+            fmt_last_step(r["last_step"], r["last_step_updated"], r["status"] == "running", now),
+            fmt_time(r["started"]), fmt_duration(r["duration_s"]),
+        ]))
+    lines.append("")
+    sys.stdout.write("\n".join(lines))
 
 
 def _say_failures(out: Output, rows: Sequence[dict]) -> None:
@@ -165,7 +215,7 @@ _RERUN: dict = {}
 
 
 def _query_ls(pairs: list, where: str, as_json: bool, where_expr: str | None, columns: Sequence[str],
-              sort: str | None, desc: bool, group: str | None, read: dict) -> int:
+              sort: str | None, desc: bool, group: str | None, read: dict, limit: int | None = None) -> int:
     """``nb ls`` with --where/--columns/--sort/--group: select with Polars, then print
     the selected columns (``id`` first), or one row per group. ``read``: tag summaries
     already read, by run folder (filled as more are read)."""
@@ -202,15 +252,19 @@ def _query_ls(pairs: list, where: str, as_json: bool, where_expr: str | None, co
     if not rows and output.rich:
         return 0
     now = time.time()
+    total = len(rows)
+    rows, hidden = _limited(rows, limit, output)
     if columns:
         keys = ["id", *(k for k in columns if k != "id")]
         head = [Column("ID"), *(Column(k, _numeric(table, rows, k)) for k in keys[1:])]
         output.table(head, ([_cell(table, i, k, now) for k in keys] for i in rows))
+        _say_hidden(total, hidden, 'first')
         return 0
     head = _COLUMNS + [Column(k, _numeric(table, rows, k)) for k in extra]
     output.table(head, ([*_default_cells(table.pairs[i][0], now), *(_cell(table, i, k, now) for k in extra)]
                         for i in rows))
     _say_failures(output, [table.pairs[i][0] for i in rows])
+    _say_hidden(total, hidden, 'first')
     return 0
 
 
@@ -315,7 +369,7 @@ def _no_such_project(project: str, root: str) -> None:
 
 _VALUED = {"--project": "project_opt", "-p": "project_opt", "--name": "name", "--status": "status",
            "-s": "status", "--root": "root", "--where": "where_expr", "-w": "where_expr", "--columns": "columns",
-           "-c": "columns", "--sort": "sort", "--group": "group", "-g": "group"}
+           "-c": "columns", "--sort": "sort", "--group": "group", "-g": "group", "--limit": "limit", "-n": "limit"}
 _QUERY = ("where_expr", "sort", "group")
 
 
@@ -323,7 +377,8 @@ def fast_argv(argv: Sequence[str]) -> dict | None:
     """The :func:`run_ls` arguments for ``nb ls ARGV``, or None unless ``argv`` is made
     only of forms this parser is sure about: at most one PROJECT; ``--project``/``-p``,
     ``--name``, ``--status``/``-s`` (a known status, repeatable) and ``--root`` with a
-    value as the next word or, for the long forms, after ``=``; ``--json``; ``--``.
+    value as the next word or, for the long forms, after ``=``; ``--limit``/``-n`` with
+    digits; ``--json``; ``--``.
     The query options ``--where``/``-w``, ``--columns``/``-c`` (comma-separated,
     repeatable), ``--sort``, ``--desc`` and ``--group``/``-g`` are understood too; their
     keys are in the result only when given (a bad expression is found later: see
@@ -337,6 +392,7 @@ def fast_argv(argv: Sequence[str]) -> dict | None:
     statuses: list[str] = []
     positional: list[str] = []
     as_json = False
+    limit: int | None = None
     i, n = 0, len(argv)
     only_positional = False
     while i < n:
@@ -380,6 +436,10 @@ def fast_argv(argv: Sequence[str]) -> dict | None:
             columns = (columns or []) + keys
         elif dest in ("sort", "group") and not value.strip():
             return None
+        elif dest == "limit":
+            if not value.isdigit() or not value.isascii():
+                return None  # Typer reports it
+            limit = int(value)
         else:
             opts[dest] = value
     if len(positional) > 1:
@@ -398,7 +458,9 @@ def fast_argv(argv: Sequence[str]) -> dict | None:
         args["columns"] = columns
     if desc:
         args["desc"] = True
-    if len(args) > 5:  # a query: an error in it is reported by Typer, from the same words
+    if limit is not None:
+        args["limit"] = limit
+    if len(args) - (limit is not None) > 5:  # a query: an error in it is reported by Typer, from the same words
         args["argv"] = list(argv)
     return args
 

@@ -9,8 +9,9 @@ unless ``--debug`` (or ``NB_DEBUG=1``) is given.
 This module stays light: the Typer command tree (``app``, in :mod:`nbcli._tree`) is
 built on first use, because importing Typer, and the Pydantic it runs every option
 value through, costs about 0.3 s of a one-second budget. ``nb ls`` in its plain forms
-is answered without it (:func:`nbcli._ls.fast_argv`); everything else, and every
-``nb ls`` the fast parser is not sure about, goes through Typer.
+(:func:`nbcli._ls.fast_argv`) and ``nb resume-id PROJECT --latest``
+(:func:`nbcli._resume.fast_argv`) are answered without it; everything else, and every
+argument list the fast parsers are not sure about, goes through Typer.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from ._errors import report
 
 TYPE_CHECKING = False  # not from typing: this module is on the path of `nb ls`, kept light
 if TYPE_CHECKING:  # provided by __getattr__ on first use
+    from collections.abc import Callable
     from typing import Any
 
     from ._tree import NbGroup, app
@@ -33,18 +35,25 @@ def _debugging() -> bool:
 
 
 def _fast(argv: list[str]) -> int | None:
-    """Run ``nb ls`` without Typer when ``argv`` is one of its plain forms: the exit
-    code, or None when Typer must handle ``argv`` (anything else, --help, a usage
-    error, shell completion, --debug)."""
-    if argv[:1] != ["ls"] or _debugging() or "_NB_COMPLETE" in os.environ or "_TYPER_COMPLETE_ARGS" in os.environ:
+    """Run ``nb ls`` and ``nb resume-id PROJECT --latest`` without Typer when ``argv``
+    is one of their plain forms: the exit code, or None when Typer must handle ``argv``
+    (anything else, --help, a usage error, shell completion, --debug)."""
+    if argv[:1] not in (["ls"], ["resume-id"]) or _debugging() or "_NB_COMPLETE" in os.environ \
+            or "_TYPER_COMPLETE_ARGS" in os.environ:
         return None
     from ._ls import TyperReports, fast_argv, run_ls
 
-    args = fast_argv(argv[1:])
+    run: Callable[..., int] = run_ls
+    if argv[0] == "resume-id":
+        from . import _resume
+
+        args, run = _resume.fast_argv(argv[1:]), _resume.print_latest
+    else:
+        args = fast_argv(argv[1:])
     if args is None:
         return None
     try:
-        code = run_ls(**args)
+        code = run(**args)
         sys.stdout.flush()
         return code
     except TyperReports:  # a usage error: Typer reports it on the same words (exits 2)

@@ -61,6 +61,12 @@ def ls(
                      help="One row per value of this key: how many runs, and the mean/min/max of each "
                           "number of --columns (or --sort)."),
     ] = None,
+    limit: Annotated[
+        int | None,
+        typer.Option("--limit", "-n", metavar="N", min=0, show_default=False,
+                     help="At most N rows in the table, 0 for all [default: 50 on a terminal, all when piped; "
+                          "--json carries all]."),
+    ] = None,
     root: Root = None,
     as_json: Json = False,
 ) -> None:
@@ -101,12 +107,12 @@ def ls(
 
         try:
             code = run_ls(project, name, [s.value for s in status or ()], root, as_json, where, keys, sort, desc,
-                          group)
+                          group, limit=limit)
         except QueryError as exc:
             raise typer.BadParameter(exc.message + (f" (hint: {exc.hint})" if exc.hint else ""),
                                      param_hint=exc.option) from None
     else:
-        code = run_ls(project, name, [s.value for s in status or ()], root, as_json, desc=desc)
+        code = run_ls(project, name, [s.value for s in status or ()], root, as_json, desc=desc, limit=limit)
     if code:
         raise typer.Exit(code)
 

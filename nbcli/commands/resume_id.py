@@ -53,18 +53,12 @@ def resume_id(
     if latest and job_id is not None:
         raise typer.BadParameter("--latest and --job-id exclude each other", param_hint="--latest")
     if latest:
-        from nblog.reader import default_root, list_runs
+        from .._resume import print_latest
 
-        root = root or default_root()
-        rows = [r for r in list_runs(root, project) if name is None or r["name"] == name]
-        if not rows:
-            from .._output import error
-
-            what = f"project {project!r}" + (f" named {name!r}" if name is not None else "")
-            error(f"no run of {what} under {os.path.abspath(root)}",
-                  "drop --latest to start a new run, or check --root / NB_DIR")
-            raise typer.Exit(1)
-        rid = rows[0]["id"]
+        code = print_latest(project, name, root)
+        if code:
+            raise typer.Exit(code)
+        return
     else:
         if job_id is not None and not job_id.strip():
             raise typer.BadParameter("must not be empty", param_hint="--job-id")

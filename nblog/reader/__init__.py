@@ -26,6 +26,7 @@ _NAMES: dict[str, tuple[str, str]] = {
     "default_root": ("._catalog", "default_root"),
     "list_runs": ("._catalog", "list_runs"),
     "list_runs_meta": ("._catalog", "list_runs_meta"),
+    "latest_run": ("._catalog", "latest_run"),
     "resolve_run": ("._catalog", "resolve_run"),
     "run_summary": ("._catalog", "run_summary"),
     "run_status": ("._catalog", "run_status"),
@@ -115,6 +116,7 @@ if TYPE_CHECKING:  # the names for the type checker; at run time __getattr__ imp
     from ._catalog import (
         STALE_AFTER_S,
         default_root,
+        latest_run,
         list_runs,
         list_runs_meta,
         resolve_run,

@@ -133,7 +133,16 @@ def run_status(meta: Mapping, last_write: float | None, now: float | None = None
         be requeued), else "stale" when its files have not changed for
         ``stale_after`` seconds (killed without a chance to say so).
     """
-    status = meta.get("status") if isinstance(meta, Mapping) else None
+    status = _base_status(meta) if isinstance(meta, Mapping) else "unknown"
+    if status == "running" and last_write and (time.time() if now is None else now) - last_write > stale_after:
+        return "stale"
+    return status
+
+
+def _base_status(meta: Mapping) -> str:
+    """:func:`run_status` as far as run.json alone tells it ("running" may still turn
+    out "stale" by the files' modification times)."""
+    status = meta.get("status")
     if not isinstance(status, str) or not status:
         return "unknown"
     if status != "running":
@@ -144,25 +153,61 @@ def run_status(meta: Mapping, last_write: float | None, now: float | None = None
         end = last.get("end")
         if isinstance(end, (int, float)) and not isinstance(end, bool):
             return "preempted"
-    if last_write and (time.time() if now is None else now) - last_write > stale_after:
-        return "stale"
     return status
 
 
+def run_info(meta: Mapping) -> list:
+    """What a row of ``nb ls`` takes from a parsed run.json, as a list in the order of
+    :data:`nblog.reader._listing_cache.INFO` (what the listing cache keeps): name,
+    created, world_size, sessions (how many), status (:func:`_base_status`), closed_s
+    (active seconds of the sessions whose end does not depend on the files), open_start
+    (start of a last session still open: it lasts until the last write), last_step,
+    last_step_updated, failure (the latest session's, as rank 0 recorded it) and
+    last_session (the highest session number, or None)."""
+    sessions = meta.get("sessions") or []
+    closed = 0.0
+    open_start = last_step = last_step_updated = None
+    for i, s in enumerate(sessions):
+        if not isinstance(s, dict):
+            continue
+        start = s.get("start")
+        if not isinstance(start, (int, float)):
+            continue
+        end = s.get("end")
+        active = s.get("duration_s")  # monotonic, recorded at the end: immune to clock jumps
+        if isinstance(end, (int, float)) and isinstance(active, (int, float)) and not isinstance(active, bool):
+            closed += max(0.0, float(active))
+        elif isinstance(end, (int, float)):
+            closed += max(0.0, float(end) - float(start))
+        elif i == len(sessions) - 1:
+            open_start = start  # until the last write: added last, as the sessions come
+        else:
+            closed += max(0.0, float(s.get("updated") or start) - float(start))
+        if isinstance(s.get("last_step"), int):
+            last_step = s["last_step"]
+            updated = s.get("updated")
+            last_step_updated = updated if isinstance(updated, (int, float)) and not isinstance(updated, bool) else None
+    numbers = [s["session"] for s in sessions if isinstance(s, dict) and s.get("session").__class__ is int]
+    return [meta.get("name"), meta.get("created"), meta.get("world_size"), len(sessions), _base_status(meta),
+            closed, open_start, last_step, last_step_updated, _failure(sessions), max(numbers) if numbers else None]
+
+
 def _summary(run_dir: str, now: float, stale_after: float, only_runs: bool, metas: list | None = None,
-             cache: ListingCache | None = None) -> dict | None:
+             cache: ListingCache | None = None, where: tuple[str, str] | None = None) -> dict | None:
     """:func:`run_summary` of an absolute path; None if ``only_runs`` and it holds
     neither run.json nor an event log. One directory listing, one stat per event log
     or media file, and run.json opened once (its stat taken from the open file).
     ``metas``, when given, gets the ``config`` and ``summary`` entries of run.json
     appended (``{}`` when it is unreadable). With a ``cache`` whose stamps match, the
-    listing and the read of run.json become a ``stat`` each."""
+    listing and the read of run.json become a ``stat`` each. ``where``: ``(project, id)``,
+    the names of the folder and its parent when the caller knows them."""
     ranks: set[int] = set()
     marks: list[str] = []  # failure marks (reader/_failures.py): any rank's uncaught exception
     last_write = 0.0
     size = 0
     has_json = False
     names = cache.names(run_dir) if cache is not None else None
+    unchanged = names is not None  # the folder is as listed last time (cache.unchanged_info)
     if names is None:
         try:
             names = os.listdir(run_dir)
@@ -198,92 +243,88 @@ def _summary(run_dir: str, now: float, stale_after: float, only_runs: bool, meta
             ranks.add(rs[0])
     if only_runs and not has_json and not ranks:
         return None
-    meta = None
+    info = extra = None
     if has_json or not only_runs:
-        hit = cache.meta(prefix + RUN_JSON, run_dir) if cache is not None and has_json else None
-        json_st: os.stat_result | None
-        if hit is not None:
-            meta, json_st = hit
+        known = cache.unchanged_info(run_dir) if unchanged and has_json and cache is not None else None
+        hit = None
+        if known is None:
+            hit = cache.info(prefix + RUN_JSON, run_dir) if cache is not None and has_json else None
+        json_st: os.stat_result | None = None
+        if known is not None:
+            info, extra, json_size, json_mtime = known
+            size += json_size
+            if json_mtime > last_write:
+                last_write = json_mtime
+        elif hit is not None:
+            info, extra, json_st = hit
         else:
             meta, json_st = read_json_file(prefix + RUN_JSON)
-            if cache is not None and meta is not None:
-                meta = cache.put_meta(run_dir, meta, json_st)
+            if meta is not None:
+                info = run_info(meta)
+                extra = {k: meta[k] for k in ("config", "summary") if k in meta}
+                if cache is not None:
+                    cache.put_info(run_dir, info, extra, json_st)
         if json_st is not None:
             size += json_st.st_size
             if json_st.st_mtime > last_write:
                 last_write = json_st.st_mtime
-    meta = meta or {}
+    if info is None:
+        info = _NO_INFO
     if metas is not None:
-        metas.append({k: meta[k] for k in ("config", "summary") if k in meta})
-    sessions = meta.get("sessions") or []
-    status = run_status(meta, last_write, now, stale_after)
-    duration = 0.0
-    last_step = last_step_updated = None
-    for i, s in enumerate(sessions):
-        if not isinstance(s, dict):
-            continue
-        start = s.get("start")
-        if not isinstance(start, (int, float)):
-            continue
-        end = s.get("end")
-        active = s.get("duration_s")  # monotonic, recorded at the end: immune to clock jumps
-        if isinstance(end, (int, float)) and isinstance(active, (int, float)) and not isinstance(active, bool):
-            duration += max(0.0, float(active))
-        else:
-            if not isinstance(end, (int, float)):
-                end = last_write if i == len(sessions) - 1 else (s.get("updated") or start)
-            duration += max(0.0, float(end) - float(start))
-        if isinstance(s.get("last_step"), int):
-            last_step = s["last_step"]
-            updated = s.get("updated")
-            last_step_updated = updated if isinstance(updated, (int, float)) and not isinstance(updated, bool) else None
+        metas.append(extra or {})
+    name, created, world_size, n_sessions, status, duration, open_start, last_step, last_step_updated, \
+        failure, last_session = info
+    if status == "running" and last_write and now - last_write > stale_after:
+        status = "stale"
+    if open_start is not None:
+        duration += max(0.0, float(last_write) - float(open_start))
     row = {
         # the folder's names, which RUN arguments resolve to (a copied or linked run
         # folder keeps its run.json's id: listing that would name a run that does not open)
-        "id": os.path.basename(os.path.normpath(run_dir)),
-        "project": os.path.basename(os.path.dirname(os.path.normpath(run_dir))),
-        "name": meta.get("name"),
+        "id": where[1] if where is not None else os.path.basename(os.path.normpath(run_dir)),
+        "project": where[0] if where is not None else os.path.basename(os.path.dirname(os.path.normpath(run_dir))),
+        "name": name,
         "status": status,
         "ranks": len(ranks),
-        "world_size": meta.get("world_size"),
-        "sessions": len(sessions),
+        "world_size": world_size,
+        "sessions": n_sessions,
         "last_step": last_step,
         "last_step_updated": last_step_updated,
-        "started": meta.get("created"),
+        "started": created,
         "duration_s": round(duration, 3),
         "last_write": last_write or None,
         "size_bytes": size,
         "path": run_dir,
-        **_failed(run_dir, sessions, marks),
+        **_failed(run_dir, failure, last_session, marks),
     }
     if row.pop("_marked"):
         row["status"] = "failed"  # a rank failed in the latest session, whatever rank 0 wrote
     return row
 
 
-def _failed(run_dir: str, sessions: list, marks: list[str]) -> dict:
+def _failed(run_dir: str, failure: dict | None, last_session: int | None, marks: list[str]) -> dict:
     """failure, failed_after and failure_line of a run's row, and marked (whether a
     rank's failure mark says the latest session failed): the earliest failure mark of
-    the latest session, else run.json's (rank 0's, as runs of older nblog recorded it)."""
-    failure, after = None, 0
+    the latest session (``last_session``, run.json's), else ``failure`` (run.json's:
+    rank 0's, as runs of older nblog recorded it)."""
+    marked, after = None, 0
     if marks:  # only runs with a mark pay for reading it
         from ..format._runfile import parse_failure_file_name
         from ._failures import first_failure, read_marks
 
-        numbers = [s["session"] for s in sessions if isinstance(s, dict) and s.get("session").__class__ is int]
-        if not numbers:  # no run.json: the marks' latest session
+        if last_session is None:  # no run.json: the marks' latest session
             numbers = [rs[1] for rs in map(parse_failure_file_name, marks) if rs is not None]
-        if numbers:
-            failure, after = first_failure(read_marks(run_dir, marks, max(numbers)))
-    marked = failure is not None
-    if failure is None:
-        failure = _failure(sessions)
+            last_session = max(numbers) if numbers else None
+        if last_session is not None:
+            marked, after = first_failure(read_marks(run_dir, marks, last_session))
+    if marked is not None:
+        failure = marked
     line = None
     if failure is not None:
         from ._failures import failure_line
 
         line = failure_line(failure, after)
-    return {"failure": failure, "failed_after": after, "failure_line": line, "_marked": marked}
+    return {"failure": failure, "failed_after": after, "failure_line": line, "_marked": marked is not None}
 
 
 def _failure(sessions: list) -> dict | None:
@@ -293,11 +334,70 @@ def _failure(sessions: list) -> dict | None:
     return failure if isinstance(failure, dict) else None
 
 
+_NO_INFO = run_info({})  # a run without a readable run.json
+
+
 def list_runs(root: str | os.PathLike | None = None, project: str | None = None) -> list[dict]:
     """Summaries (:func:`run_summary`) of every run under ``root``, newest first."""
     rows = _rows(root, project, None)
     rows.sort(key=lambda r: (r["started"] or 0.0, r["id"]), reverse=True)
     return rows
+
+
+def latest_run(root: str | os.PathLike | None, project: str, name: str | None = None) -> str | None:
+    """The id of the newest run of ``project`` under ``root`` (default
+    :func:`default_root`) whose name is ``name`` (any name when None): the first run
+    :func:`list_runs` would list, or None when there is none.
+
+    Only what that order needs is looked at: each run folder is listed (or, through the
+    listing cache, stat'ed) and its run.json read (or stat'ed), never an event log, so
+    ``nb resume-id --latest`` on 20,000 runs costs a ``stat`` or two a run. A run's
+    name and start time are what its run.json says now: a run added, removed or
+    resumed since the cache was written is seen (its folder changed).
+    """
+    root = os.path.abspath(os.fspath(root) if root is not None else default_root())
+    try:
+        with os.scandir(os.path.join(root, project)) as it:
+            dirs = [(e.path, e.name) for e in it if e.is_dir()]
+    except OSError:
+        return None
+    cache = ListingCache(root)
+    best: tuple | None = None
+    for path, rid in dirs:
+        names = cache.names(path)
+        unchanged = names is not None
+        if names is None:
+            try:
+                names = os.listdir(path)
+            except OSError:
+                names = []
+            cache.put_names(path, [n for n in names
+                                   if n == RUN_JSON or n.startswith(("events.", "media.", "failure."))])
+        if RUN_JSON in names:
+            known = cache.unchanged_info(path) if unchanged else None
+            info = known[0] if known is not None else None
+            if info is None:
+                hit = cache.info(os.path.join(path, RUN_JSON), path)
+                if hit is not None:
+                    info = hit[0]
+                else:
+                    meta, st = read_json_file(os.path.join(path, RUN_JSON))
+                    if meta is not None:
+                        info = run_info(meta)
+                        cache.put_info(path, info, None, st)
+            if info is None:
+                info = _NO_INFO
+        elif any(n.startswith("events.") and parse_event_file_name(n) for n in names):
+            info = _NO_INFO  # a run whose rank 0 has not written run.json yet
+        else:
+            continue
+        if name is not None and info[0] != name:
+            continue
+        key = (info[1] or 0.0, rid)
+        if best is None or key > best:
+            best = key
+    cache.save(complete=False)
+    return None if best is None else best[1]
 
 
 def list_runs_meta(root: str | os.PathLike | None = None, project: str | None = None) -> list[tuple[dict, dict]]:
@@ -327,11 +427,12 @@ def _rows(root: str | os.PathLike | None, project: str | None, metas: list | Non
     for p in projects:
         try:
             with os.scandir(os.path.join(root, p)) as it:
-                dirs = [e.path for e in it if e.is_dir()]
+                dirs = [(e.path, e.name) for e in it if e.is_dir()]
         except OSError:
             continue
-        for path in dirs:
-            row = _summary(path, now, STALE_AFTER_S, True, metas, cache)
+        pname = os.path.basename(os.path.normpath(os.path.join(root, p)))
+        for path, name in dirs:
+            row = _summary(path, now, STALE_AFTER_S, True, metas, cache, (pname, name))
             if row is not None:
                 rows.append(row)
     cache.save(complete=project is None)

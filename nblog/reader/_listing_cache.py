@@ -5,12 +5,20 @@ Listing a run costs a directory listing, an open and read of its ``run.json`` an
 JSON parse; on 20,000 runs that is most of two seconds. This cache keeps, per run
 folder, the names of its event logs and media packs (valid while the folder's
 modification time is unchanged: creating, removing or renaming a file in it changes
-that) and the parts of ``run.json`` that listing uses (:data:`META_KEYS`, and for a
-query :data:`QUERY_KEYS` in a second file; valid while the file's inode,
-size and modification time are unchanged: nblog replaces run.json by a rename, so
-every write gives a new inode). A run listed from the cache costs a ``stat`` of its
-folder, of its run.json and of each event log (sizes and modification times are
-always taken afresh), and no read.
+that) and what listing derives from ``run.json`` (:data:`INFO`, made by
+:func:`nblog.reader._catalog.run_info`; for a query also its ``config`` and ``summary``,
+in a second file; valid while the file's inode, size and modification time are
+unchanged: nblog replaces run.json by a rename, so every write gives a new inode). A
+run listed from the cache costs a ``stat`` of its folder and of each event log (sizes
+and modification times are always taken afresh), and no read; run.json is stat'ed only
+when the folder changed (nblog replaces it by a rename, which changes the folder, so
+an unchanged folder holds the run.json that was read).
+
+Each run is one small JSON array (no key names repeated 20,000 times, and no session
+list: only what the row is made of), so that loading the cache of 20,000 runs is a
+fraction of the listing. ``nb resume-id --latest``
+(:func:`nblog.reader._catalog.latest_run`) uses the same file, stat'ing only each
+run.json.
 
 The cache is a JSON file per root in ``$NB_CACHE_DIR`` (default
 ``$XDG_CACHE_HOME/nb``, else ``~/.cache/nb``), written (a temp file, then a rename)
@@ -29,15 +37,18 @@ import os
 import time
 from collections.abc import Mapping
 
-VERSION = 1
+VERSION = 2  # 1: a dict per run with run.json's listing keys (ignored now: listed afresh once)
 MIN_RUNS = 500  # smaller roots list fast enough without one (and tests leave no files behind)
 SETTLE_S = 2.0
-#: The run.json keys that listing uses (kept in the cache), and of each session those
-#: that its status, duration, last step and failure come from.
-META_KEYS = ("name", "status", "sessions", "created", "world_size")
-SESSION_KEYS = ("session", "start", "end", "duration_s", "updated", "last_step", "failure")
+#: What listing keeps of a run.json, in this order (one array per run): see
+#: :func:`nblog.reader._catalog.run_info`.
+INFO = ("name", "created", "world_size", "sessions", "status", "closed_s", "open_start", "last_step",
+        "last_step_updated", "failure", "last_session")
 #: Also kept for a query (``nb ls --where``), in a cache file of its own.
 QUERY_KEYS = ("config", "summary")
+# an entry: [folder mtime_ns, names, run.json inode, size, mtime_ns, info, query extra, mtime (s)]
+_DIR, _NAMES, _INO, _SIZE, _MTIME, _INFO, _EXTRA, _MTIME_S = range(8)
+_LEN = 8
 
 
 def cache_dir(env: Mapping[str, str] | None = None) -> str | None:
@@ -49,24 +60,34 @@ def cache_dir(env: Mapping[str, str] | None = None) -> str | None:
     return os.path.join(base, "nb")
 
 
+def cache_path(root: str, query: bool = False, env: Mapping[str, str] | None = None) -> str | None:
+    """The cache file of the absolute ``root`` (``query``: the one with configs), or
+    None when caching is off."""
+    folder = cache_dir(env)
+    if folder is None:
+        return None
+    name = ("query-" if query else "ls-") + hashlib.sha256(os.fsencode(root)).hexdigest()[:24] + ".json"
+    return os.path.join(folder, name)
+
+
 class ListingCache:
-    """The cache of one root: :meth:`names` and :meth:`meta` answer from it when the
-    stamps match; :meth:`save` writes what was learnt. ``query``: keep the config and
-    tag summaries too (for ``nb ls --where``; a file of its own, so that a plain
-    listing does not parse every run's config). Not thread-safe."""
+    """The cache of one absolute ``root``: :meth:`names` and :meth:`info` answer from it
+    when the stamps match; :meth:`save` writes what was learnt. ``query``: keep the
+    config and tag summaries too (for ``nb ls --where``; a file of its own, so that a
+    plain listing does not parse every run's config). Not thread-safe."""
 
     def __init__(self, root: str, query: bool = False, env: Mapping[str, str] | None = None):
         self.root = root
-        self.keys = META_KEYS + QUERY_KEYS if query else META_KEYS
-        folder = cache_dir(env)
-        name = ("query-" if query else "ls-") + hashlib.sha256(os.fsencode(root)).hexdigest()[:24] + ".json"
-        self.path = None if folder is None else os.path.join(folder, name)
-        self._old: dict = self._load()
-        self._new: dict = {}
+        self.query = query
+        self.path = cache_path(root, query, env)
+        self._prefix = root.rstrip(os.sep) + os.sep
+        self._old: dict[str, list] = self._load()
+        self._new: dict[str, list] = {}
+        self._seen: dict[str, int] = {}  # folder mtimes taken by names(), for put_names
         self._changed = False
         self._now = time.time()
 
-    def _load(self) -> dict:
+    def _load(self) -> dict[str, list]:
         if self.path is None:
             return {}
         try:
@@ -79,64 +100,85 @@ class ListingCache:
         runs = obj.get("runs")
         return runs if isinstance(runs, dict) else {}
 
-    def _entry(self, run_dir: str) -> dict:
-        e = self._new.get(run_dir)
+    def _key(self, run_dir: str) -> str:
+        return run_dir[len(self._prefix):] if run_dir.startswith(self._prefix) else run_dir
+
+    def _entry(self, key: str) -> list:
+        e = self._new.get(key)
         if e is None:
-            old = self._old.get(run_dir)
-            e = self._new[run_dir] = old if isinstance(old, dict) else {}
+            old = self._old.get(key)
+            e = self._new[key] = old if isinstance(old, list) and len(old) == _LEN else [None] * _LEN
         return e
 
     def names(self, run_dir: str) -> list[str] | None:
         """The folder's relevant file names when its modification time is the cached one
         (one ``stat``), else None: the caller lists it and calls :meth:`put_names`."""
         try:
-            st = os.stat(run_dir)
+            mtime = os.stat(run_dir).st_mtime_ns
         except OSError:
             return None
-        e = self._entry(run_dir)
-        names = e.get("names")
-        if e.get("dir") == st.st_mtime_ns and isinstance(names, list):
+        key = self._key(run_dir)
+        e = self._entry(key)
+        names = e[_NAMES]
+        if e[_DIR] == mtime and isinstance(names, list):
             return names
-        e["dir_seen"] = st.st_mtime_ns
+        self._seen[key] = mtime
         return None
 
     def put_names(self, run_dir: str, names: list[str]) -> None:
-        e = self._entry(run_dir)
-        stamp = e.pop("dir_seen", None)
+        """Keep ``names`` for the folder as :meth:`names` last saw it."""
+        key = self._key(run_dir)
+        e = self._entry(key)
+        stamp = self._seen.pop(key, None)
         if stamp is not None and stamp / 1e9 < self._now - SETTLE_S:
-            e["dir"], e["names"] = stamp, names
+            e[_DIR], e[_NAMES] = stamp, names
             self._changed = True
         else:
-            e.pop("dir", None)
-            e.pop("names", None)
+            e[_DIR] = e[_NAMES] = None
 
-    def meta(self, path: str, run_dir: str) -> tuple[dict, os.stat_result] | None:
-        """run.json's listing keys and its stat when its stamp is the cached one, else None."""
+    def unchanged_info(self, run_dir: str) -> tuple[list, dict | None, int, float] | None:
+        """``(info, extra, size, mtime)`` of the folder's run.json, with no system call,
+        right after :meth:`names` answered from the cache (the folder is unchanged, so
+        run.json is the file that was read: nblog replaces it by a rename, which changes
+        the folder); None when the cache has none (then :meth:`info`)."""
+        e = self._entry(self._key(run_dir))
+        info, size, mtime = e[_INFO], e[_SIZE], e[_MTIME_S]
+        if not (isinstance(info, list) and len(info) == len(INFO) and isinstance(size, int)
+                and isinstance(mtime, float) and isinstance(e[_DIR], int)):
+            return None
+        extra = e[_EXTRA]
+        if not self.query:
+            return info, None, size, mtime
+        return (info, extra, size, mtime) if isinstance(extra, dict) else None
+
+    def info(self, path: str, run_dir: str) -> tuple[list, dict | None, os.stat_result] | None:
+        """``(info, extra, stat)`` of run.json at ``path`` when its stamp is the cached
+        one: :data:`INFO` as a list, the query keys (a dict; None unless ``query``) and
+        the file's stat; else None."""
         try:
             st = os.stat(path)
         except OSError:
             return None
-        e = self._entry(run_dir)
-        meta = e.get("meta")
-        if e.get("json") == [st.st_ino, st.st_size, st.st_mtime_ns] and isinstance(meta, dict):
-            return meta, st
+        e = self._entry(self._key(run_dir))
+        info = e[_INFO]
+        if (e[_MTIME] == st.st_mtime_ns and e[_INO] == st.st_ino and e[_SIZE] == st.st_size
+                and isinstance(info, list) and len(info) == len(INFO)):
+            extra = e[_EXTRA]
+            if not self.query:
+                return info, None, st
+            if isinstance(extra, dict):
+                return info, extra, st
         return None
 
-    def put_meta(self, run_dir: str, meta: dict, st: os.stat_result | None) -> dict:
-        """Keep ``meta``'s listing keys for the file whose stat is ``st``; returns them."""
-        kept = {k: meta[k] for k in self.keys if k in meta}
-        sessions = kept.get("sessions")
-        if isinstance(sessions, list):
-            kept["sessions"] = [{k: v for k, v in x.items() if k in SESSION_KEYS} if isinstance(x, dict) else x
-                                for x in sessions]
-        e = self._entry(run_dir)
+    def put_info(self, run_dir: str, info: list, extra: dict | None, st: os.stat_result | None) -> None:
+        """Keep ``info`` (and ``extra``, for a query) for the run.json whose stat is ``st``."""
+        e = self._entry(self._key(run_dir))
         if st is not None and st.st_mtime < self._now - SETTLE_S:
-            e["json"], e["meta"] = [st.st_ino, st.st_size, st.st_mtime_ns], kept
+            e[_INO], e[_SIZE], e[_MTIME], e[_INFO] = st.st_ino, st.st_size, st.st_mtime_ns, info
+            e[_EXTRA], e[_MTIME_S] = extra if self.query else None, st.st_mtime
             self._changed = True
         else:
-            e.pop("json", None)
-            e.pop("meta", None)
-        return kept
+            e[_INO] = e[_SIZE] = e[_MTIME] = e[_INFO] = e[_EXTRA] = e[_MTIME_S] = None
 
     def save(self, complete: bool) -> None:
         """Write the cache when something changed and the root has at least
