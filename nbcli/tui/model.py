@@ -23,7 +23,7 @@ from .bands import ranks_band_spec
 from .groups import config_value, groups_spec
 from .messages import RunStatus
 from .plotdata import AXIS_NAMES, Smoother, band_spec, envelope_spec, scalar_spec, system_spec
-from .preload import preload
+from .preload import PREVIEW_MIN_BYTES, preload, previewable
 from .widgets.heatmap import HeatData, heat_data
 from .widgets.plot import PALETTE, PlotSpec
 
@@ -35,11 +35,10 @@ HEAT_MIN_RANKS = 8  # the timers view shows a rank heat map instead of the band 
 TABLE_MAX_ROWS = 512  # above this the timers table keeps each timer's TABLE_RANKS slowest ranks
 TABLE_RANKS = 16
 KEEP_SERIES = 128
-# The first plot of a run whose rank has this many bytes of event logs is drawn from the
+# The first plot of a run whose rank has PREVIEW_MIN_BYTES of event logs is drawn from the
 # writer's envelope sidecars (nblog.reader.read_envelopes) while the full series loads,
 # when that reads at most PREVIEW_MAX_READ bytes of the logs, and a quarter at most
 # (the tails the sidecars miss, the logs without one)
-PREVIEW_MIN_BYTES = 32 << 20
 PREVIEW_MAX_READ = 16 << 20
 TEXT_LIMIT = 500
 # What the text view shows of one text, and of all the texts shown: wrapping and drawing
@@ -126,7 +125,12 @@ class RunModel:
         with self.lock:
             preload(self.runs, rank)
 
-    def preload_in_background(self, rank: int = 0) -> threading.Thread:
+    def preload_in_background(self, rank: int = 0) -> threading.Thread | None:
+        """:meth:`preload` in a daemon thread, unless the screen will draw the first plot
+        from envelope sidecars (:func:`~nbcli.tui.preload.previewable`; it reads the run
+        right after): None then."""
+        if previewable([live.dir for live in self.runs], rank, self.preview_min_bytes):
+            return None
         thread = threading.Thread(target=self.preload, args=(rank,), name="nb-tui-preload", daemon=True)
         thread.start()
         return thread

@@ -81,3 +81,19 @@ async def test_old_run_without_sidecar_plots_from_the_log(big_run, tmp_path, mon
         await settle(pilot)
         assert app.screen.previewed == 0
         assert full_notes(app) == ["min/max of 40k pts, display only · ema 0.6"]
+
+
+def test_a_previewable_run_is_not_read_before_the_screen_draws(big_run, monkeypatch):
+    """Reading a long run while Textual starts only slows the start down when the first
+    plot comes from its sidecars: the screen reads it right after drawing that plot."""
+    from nbcli.tui import preload
+
+    assert RunModel([big_run], preview_min_bytes=0).preload_in_background() is None
+    assert preload.previewable([big_run], min_bytes=0)
+    monkeypatch.setattr(preload, "PREVIEW_MIN_BYTES", 0)
+    lives = preload.start([big_run])
+    assert lives[0].loaded_ranks() == []  # no thread reads it
+    thread = RunModel([big_run], preview_min_bytes=1 << 40).preload_in_background()  # too small: read now
+    assert thread is not None
+    thread.join()
+    assert not preload.previewable([big_run, big_run], min_bytes=0)  # overlays plot the full series
