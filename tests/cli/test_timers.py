@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from cli_helpers import clean_env
 
 
 def report(cli, runs, *args):
@@ -110,13 +116,16 @@ def test_the_per_rank_table_shows_each_timers_slowest_ranks(cli, runs):
     assert plain_tables(few.stdout)["Timers per rank (seconds)"] == rows and few.stderr == ""
 
 
-def test_plain_tables_agree_with_json(cli, tmp_path):
-    # 12 ranks, ranks 7 and 8 slow: the default tables are computed from frames (no row per rank
-    # made in Python); they give the numbers, flags and slowest ranks --json gives
-    import time
+def test_plain_tables_agree_with_json(cli, tmp_path, monkeypatch):
+    # 12 ranks, ranks 7 and 8 slow: the default tables are computed from frames (no row per
+    # rank made in Python); they give the numbers, flags and slowest ranks --json gives.
+    # The timers' clock is the model's (durations exact, whatever the machine's load).
+    import sys
 
     import nblog as nb
 
+    clock = [0.0]
+    monkeypatch.setattr(sys.modules[nb.Timer.__module__], "_perf", lambda: clock[0])
     world = 12
     for rank in range(world):
         env = {"RANK": str(rank), "LOCAL_RANK": str(rank % 4), "WORLD_SIZE": str(world),
@@ -124,9 +133,9 @@ def test_plain_tables_agree_with_json(cli, tmp_path):
         run = nb.init("p", _environ=env, system=False, provenance=False, run_id="agree-00000001")
         for step in range(4):
             with run.timer("time/step", step=step, all_ranks=True):
-                time.sleep({7: 0.008, 8: 0.004}.get(rank, 0.001))
+                clock[0] += {7: 0.008, 8: 0.004}.get(rank, 0.001 + 1e-5 * ((rank * 7 + step) % 5))
             with run.timer("time/data", step=step, all_ranks=True):
-                pass
+                clock[0] += 0.002 + 1e-4 * ((rank * 3 + step) % 4)
         run.finish()
     args = ("timers", "agree-00000001", "--root", str(tmp_path))
     rep = report_of(cli, *args)
@@ -164,3 +173,25 @@ def report_of(cli, *args):
     result = cli(*args, "--json")
     assert result.exit_code == 0, result.stderr
     return json.loads(result.stdout)
+
+
+@pytest.mark.parametrize(("env", "advised"), [({}, "False"), ({"NUMPY_MADVISE_HUGEPAGE": "1"}, "True")])
+def test_nb_timers_asks_numpy_for_no_huge_pages(runs, env, advised):
+    """Huge-page advice on each fresh array of every rank's points cost system time
+    (compaction at each fault); the nb process turns it off unless the user chose."""
+    code = textwrap.dedent("""
+        from nbcli.app import main
+        try:
+            main()
+        except SystemExit as stop:
+            assert not stop.code, stop.code
+        try:
+            from numpy._core.multiarray import _get_madvise_hugepage
+        except ImportError:  # numpy 1.x
+            from numpy.core.multiarray import _get_madvise_hugepage
+        print(_get_madvise_hugepage())
+    """)
+    out = subprocess.run([sys.executable, "-c", code, "timers", "ddp-00000001", "--root", str(runs)],
+                         capture_output=True, text=True, env=clean_env(**env), timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[-1] == advised
