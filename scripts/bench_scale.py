@@ -7,7 +7,8 @@ Each figure is compared with its target from issue 18 item 3 ("met", or how far 
 Parts (``--part``, comma separated; all but ``long`` by default):
 
 - ``ranks``: for each job RANKSxSTEPS of ``--jobs``, a run where every rank logs four
-  ``all_ranks`` timers each step (rank 0 also a loss), then the time of ``nb timers``,
+  ``all_ranks`` timers each step (rank 0 also a loss), then the time of ``nb timers`` (and
+  of ``nb timers --all-ranks``, every rank's row),
   of ``RunReader.timers(all_ranks=True)`` and of the TUI timers view's first draw (a
   headless Textual app, from its creation to the timers table shown), each in a fresh
   process. SIMULATION: on a 2-core machine the ranks are written by ``--workers``
@@ -339,6 +340,10 @@ def part_ranks(a, rows: list[Row], heatmap: bool, timers: bool) -> None:
             c = median_child(NB + ["timers", run_dir], a.repeat, timeout=a.timeout)
             rows.append(Row(f"`nb timers`, {label}", c.wall_s if c.rc == 0 else None, "s",
                             RANK_TARGETS.get((world, steps)), f"CPU {c.cpu_s:.2f} s, peak {c.rss_mib:,.0f} MiB" if c.rc == 0 else f"exit {c.rc}"))
+            # every rank's row (the default shows each timer's slowest ranks): what nb timers printed before
+            c = median_child(NB + ["timers", run_dir, "--all-ranks"], a.repeat, timeout=a.timeout)
+            rows.append(Row(f"`nb timers --all-ranks`, {label}", c.wall_s if c.rc == 0 else None, "s", None,
+                            f"CPU {c.cpu_s:.2f} s" if c.rc == 0 else f"exit {c.rc}"))
             c = median_child([sys.executable, "-c", _READ_TIMERS, run_dir], a.repeat, timeout=a.timeout)
             rows.append(Row(f"`RunReader.timers(all_ranks=True)`, {label}", last_float(c.out) if c.rc == 0 else None,
                             "s", None, f"peak {c.rss_mib:,.0f} MiB" if c.rc == 0 else f"exit {c.rc}"))
