@@ -141,7 +141,7 @@ def columns_frame(reader: RunReader, kind: int, tags: str | Iterable[str] | None
         (seconds + per_frame("offset")).alias("active_time"),
     ]
     if include_hidden:
-        columns.append(hidden.alias("hidden"))
+        columns.append(pl.col("hidden"))  # of the rows (made from the steps as read, before their base was added)
     return rows.select(columns).collect()
 
 

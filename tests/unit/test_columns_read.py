@@ -143,6 +143,21 @@ def test_sessions_ranks_and_hiding_read_as_the_numpy_path_reads_them(tmp_path):
     assert df.filter(pl.col("session") == 0)["hidden"].sum() == 1000  # steps 2000-2999 of session 0
 
 
+def test_a_threshold_above_the_step_base_hides_only_what_it_should(tmp_path):
+    """Steps stored as 2 bytes above a base of 65,536, hidden from step 100,000 on (a
+    later session's first step): the hidden column compares the steps themselves."""
+    log_file(str(tmp_path / "events.r0.s0.log"), records([(65_536 + i, 1.0, 0, i) for i in range(40_000)]),
+             frame_points=5000)
+    log_file(str(tmp_path / "events.r0.s1.log"), records([(100_000 + i, 2.0, 0, i) for i in range(10)]))
+    reader = nb.RunReader(str(tmp_path))
+    for kw in ({}, {"include_hidden": True}):
+        fast, slow = both(reader, **kw)
+        assert fast is not None
+        same(fast, slow)
+    df = reader.scalars(include_hidden=True)
+    assert df["hidden"].sum() == 40_000 - (100_000 - 65_536)
+
+
 def test_points_frames_are_read_by_the_numpy_path(tmp_path):
     """A file of format 1 (POINTS frames): not served by the Polars path, read as before."""
     recs = SHAPES["a dict of 10 per step"]
