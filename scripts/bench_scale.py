@@ -510,6 +510,10 @@ def part_runs(a, rows: list[Row]) -> None:
             c = median_child(NB + args + ["--root", root], a.repeat, dict(env, NB_CACHE_DIR=""))
             rows.append(Row(fig + ", no cache", c.wall_s if c.rc == 0 else None, "s", 1.0,
                             f"exit {c.rc}" if c.rc else f"CPU {c.cpu_s:.2f} s"))
+            # on a terminal (FORCE_COLOR: Rich, as a TTY gets it): the newest 50 and a note
+            c = median_child(NB + args + ["--root", root], a.repeat, dict(env, FORCE_COLOR="1", COLUMNS="200"))
+            rows.append(Row(fig + ", on a terminal", c.wall_s if c.rc == 0 else None, "s", 1.0,
+                            f"exit {c.rc}" if c.rc else f"CPU {c.cpu_s:.2f} s"))
 
 
 # -- long runs -----------------------------------------------------------------------

@@ -129,3 +129,41 @@ def test_the_cache_keeps_a_row_and_ignores_an_older_version(tmp_path):
     path.write_text(json.dumps(v1))
     again = json.loads(subprocess.run(ls, env=env, capture_output=True, text=True, timeout=120, check=True).stdout)
     assert again == first
+
+
+def test_listing_runs_no_garbage_collection_and_restores_it(tmp_path, monkeypatch):
+    """Listing makes a small list or dict per value of every run, none in a cycle: the
+    collector is paused meanwhile (it would scan them again and again), and restored."""
+    import gc
+
+    root = tmp_path / "runs"
+    build(root)
+    monkeypatch.setenv("NB_CACHE_DIR", str(tmp_path / "cache"))
+    collections, inside = [], []
+
+    def seen(phase, info):
+        if phase == "start" and inside:
+            collections.append(info["generation"])
+
+    gc.callbacks.append(seen)
+    try:
+        for _ in range(2):  # the first listing writes the cache, the second reads it
+            for call, want in ((lambda: len(list_runs(root)), MIN_RUNS + 3),
+                               (lambda: latest_run(root, "p"), "r0499-00000000")):
+                gc.collect()
+                inside.append(1)
+                got = call()
+                inside.clear()
+                assert got == want
+                # none while listing; the one put off may run as the collector is turned back on
+                assert len(collections) <= 1, collections
+                collections.clear()
+    finally:
+        gc.callbacks.remove(seen)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        list_runs(root)
+        assert not gc.isenabled()  # off before: left off
+    finally:
+        gc.enable()
