@@ -221,7 +221,12 @@ def _summary(run_dir: str, now: float, stale_after: float, only_runs: bool, meta
     prefix = run_dir + os.sep
     for name in names:
         if name.startswith("events."):
-            rs = parse_event_file_name(name)
+            try:
+                rs = _EVENT_NAMES[name]
+            except KeyError:
+                rs = parse_event_file_name(name)
+                if len(_EVENT_NAMES) < 65536:  # a name is parsed once: the same few repeat run after run
+                    _EVENT_NAMES[name] = rs
             if rs is None:
                 continue
         elif name == RUN_JSON:
@@ -304,11 +309,16 @@ def _summary(run_dir: str, now: float, stale_after: float, only_runs: bool, meta
     return row
 
 
+_EVENT_NAMES: dict[str, tuple[int, int] | None] = {}
+
+
 def _failed(run_dir: str, failure: dict | None, last_session: int | None, marks: list[str]) -> dict:
     """failure, failed_after and failure_line of a run's row, and marked (whether a
     rank's failure mark says the latest session failed): the earliest failure mark of
     the latest session (``last_session``, run.json's), else ``failure`` (run.json's:
     rank 0's, as runs of older nblog recorded it)."""
+    if not marks and failure is None:
+        return _NO_FAILURE
     marked, after = None, 0
     if marks:  # only runs with a mark pay for reading it
         from ..format._runfile import parse_failure_file_name
@@ -337,6 +347,7 @@ def _failure(sessions: list) -> dict | None:
 
 
 _NO_INFO = run_info({})  # a run without a readable run.json
+_NO_FAILURE = {"failure": None, "failed_after": 0, "failure_line": None, "_marked": False}  # copied into rows
 
 
 def list_runs(root: str | os.PathLike | None = None, project: str | None = None) -> list[dict]:

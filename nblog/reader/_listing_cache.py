@@ -86,6 +86,8 @@ class ListingCache:
         self._seen: dict[str, int] = {}  # folder mtimes taken by names(), for put_names
         self._changed = False
         self._now = time.time()
+        self._last_dir: str | None = None
+        self._last: tuple[str, list] = ("", [])
 
     def _load(self) -> dict[str, list]:
         if self.path is None:
@@ -103,6 +105,16 @@ class ListingCache:
     def _key(self, run_dir: str) -> str:
         return run_dir[len(self._prefix):] if run_dir.startswith(self._prefix) else run_dir
 
+    def _run(self, run_dir: str) -> tuple[str, list]:
+        """The key and entry of ``run_dir`` (kept for the next call: names(), then
+        info() or unchanged_info() ask for the same run)."""
+        if run_dir is self._last_dir:
+            return self._last
+        self._last_dir = run_dir
+        key = self._key(run_dir)
+        self._last = key, self._entry(key)
+        return self._last
+
     def _entry(self, key: str) -> list:
         e = self._new.get(key)
         if e is None:
@@ -117,8 +129,7 @@ class ListingCache:
             mtime = os.stat(run_dir).st_mtime_ns
         except OSError:
             return None
-        key = self._key(run_dir)
-        e = self._entry(key)
+        key, e = self._run(run_dir)
         names = e[_NAMES]
         if e[_DIR] == mtime and isinstance(names, list):
             return names
@@ -127,8 +138,7 @@ class ListingCache:
 
     def put_names(self, run_dir: str, names: list[str]) -> None:
         """Keep ``names`` for the folder as :meth:`names` last saw it."""
-        key = self._key(run_dir)
-        e = self._entry(key)
+        key, e = self._run(run_dir)
         stamp = self._seen.pop(key, None)
         if stamp is not None and stamp / 1e9 < self._now - SETTLE_S:
             e[_DIR], e[_NAMES] = stamp, names
@@ -141,7 +151,7 @@ class ListingCache:
         right after :meth:`names` answered from the cache (the folder is unchanged, so
         run.json is the file that was read: nblog replaces it by a rename, which changes
         the folder); None when the cache has none (then :meth:`info`)."""
-        e = self._entry(self._key(run_dir))
+        e = self._run(run_dir)[1]
         info, size, mtime = e[_INFO], e[_SIZE], e[_MTIME_S]
         if not (isinstance(info, list) and len(info) == len(INFO) and isinstance(size, int)
                 and isinstance(mtime, float) and isinstance(e[_DIR], int)):
@@ -159,7 +169,7 @@ class ListingCache:
             st = os.stat(path)
         except OSError:
             return None
-        e = self._entry(self._key(run_dir))
+        e = self._run(run_dir)[1]
         info = e[_INFO]
         if (e[_MTIME] == st.st_mtime_ns and e[_INO] == st.st_ino and e[_SIZE] == st.st_size
                 and isinstance(info, list) and len(info) == len(INFO)):
@@ -172,7 +182,7 @@ class ListingCache:
 
     def put_info(self, run_dir: str, info: list, extra: dict | None, st: os.stat_result | None) -> None:
         """Keep ``info`` (and ``extra``, for a query) for the run.json whose stat is ``st``."""
-        e = self._entry(self._key(run_dir))
+        e = self._run(run_dir)[1]
         if st is not None and st.st_mtime < self._now - SETTLE_S:
             e[_INO], e[_SIZE], e[_MTIME], e[_INFO] = st.st_ino, st.st_size, st.st_mtime_ns, info
             e[_EXTRA], e[_MTIME_S] = extra if self.query else None, st.st_mtime
