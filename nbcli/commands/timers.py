@@ -3,7 +3,6 @@ per-rank table shows each timer's slowest ranks (``--all-ranks``: every rank).""
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -51,12 +50,6 @@ def timers(
     Ranks log their own timings with run.timer(..., all_ranks=True) or
     nb.init(timing_all_ranks=True); aggregation happens here, at read time.
     """
-    # Every rank's points become fresh numpy arrays of millions of rows, made once: numpy's
-    # huge-page advice for each (a kernel whose THP defrag is "madvise" compacts memory at
-    # the fault) was up to half the command's CPU (0.3-1.0 s of system time at 1,024 ranks x
-    # 1,000 steps). Effective because the nb command has not imported numpy yet (as nb export
-    # does it); a value the user set is kept.
-    os.environ.setdefault("NUMPY_MADVISE_HUGEPAGE", "0")
     from nblog.reader import RunReader, timer_report
 
     reader = RunReader(run, root)

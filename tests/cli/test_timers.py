@@ -3,12 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import textwrap
-
-import pytest
-from cli_helpers import clean_env
 
 
 def report(cli, runs, *args):
@@ -174,24 +168,3 @@ def report_of(cli, *args):
     assert result.exit_code == 0, result.stderr
     return json.loads(result.stdout)
 
-
-@pytest.mark.parametrize(("env", "advised"), [({}, "False"), ({"NUMPY_MADVISE_HUGEPAGE": "1"}, "True")])
-def test_nb_timers_asks_numpy_for_no_huge_pages(runs, env, advised):
-    """Huge-page advice on each fresh array of every rank's points cost system time
-    (compaction at each fault); the nb process turns it off unless the user chose."""
-    code = textwrap.dedent("""
-        from nbcli.app import main
-        try:
-            main()
-        except SystemExit as stop:
-            assert not stop.code, stop.code
-        try:
-            from numpy._core.multiarray import _get_madvise_hugepage
-        except ImportError:  # numpy 1.x
-            from numpy.core.multiarray import _get_madvise_hugepage
-        print(_get_madvise_hugepage())
-    """)
-    out = subprocess.run([sys.executable, "-c", code, "timers", "ddp-00000001", "--root", str(runs)],
-                         capture_output=True, text=True, env=clean_env(**env), timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.split()[-1] == advised
