@@ -11,6 +11,7 @@ import dataclasses
 import functools
 import math
 import os
+import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -60,6 +61,7 @@ class ConsoleData:
     files: int
 ALERT_STYLE = {"error": "bold #ff5f5f", "warn": "yellow", "warning": "yellow", "info": "#5fafff"}  # run.alert levels
 ALERTS_SHOWN = 8  # the Console view lists the latest N failures and alerts
+PREVIEW_WAIT_S = 2.0  # the full read waits at most this long for a first plot from sidecars
 
 
 class EventsReady(Message):
@@ -161,7 +163,7 @@ class RunScreen(Screen):
         self._run_events: RunEvents | None = None  # used only by the events worker
         self._events_busy = False
         self.previewed = 0  # first plots drawn from envelope sidecars (RunModel.preview)
-        self._preview_data: list | None = None
+        self._preview_drawn: dict[int, threading.Event] = {}  # id of a preview's specs -> set once drawn
 
     # -- layout -----------------------------------------------------------------------
 
@@ -268,8 +270,10 @@ class RunScreen(Screen):
 
     def _preview(self, req: Request) -> bool:
         """Before the first plot: draw it from the run's envelope sidecars
-        (:meth:`RunModel.preview`) while the full series loads, in the load worker,
-        before it waits for the model's lock. True if a preview was posted."""
+        (:meth:`RunModel.preview`), in the load worker, before it waits for the model's
+        lock; then wait (at most PREVIEW_WAIT_S) until that frame is on screen before the
+        full read starts, which would hold the interpreter while the frame is drawn.
+        True if a preview was posted."""
         if self.status.title or self._shown_seq.get("scalars"):
             return False
         try:
@@ -279,9 +283,10 @@ class RunScreen(Screen):
         if got is None:
             return False
         self.previewed += 1
-        self._preview_data = got[1]
+        drawn = self._preview_drawn[id(got[1])] = threading.Event()
         self.post_message(StatusReady(got[0]))
         self.post_message(ViewReady(req.seq, req.view, got[1]))
+        drawn.wait(PREVIEW_WAIT_S)
         return True
 
     @work(thread=True, group="load")
@@ -345,10 +350,15 @@ class RunScreen(Screen):
         self._render_header()
 
     def on_view_ready(self, message: ViewReady) -> None:
+        drawn = self._preview_drawn.pop(id(message.data), None)
         if message.seq < self._shown_seq.get(message.view, 0):
+            if drawn is not None:
+                drawn.set()
             return  # an older answer arriving late
         self._shown_seq[message.view] = message.seq
-        if self._run_events is None and message.data is not self._preview_data:
+        if drawn is not None:  # a first plot from sidecars: the full read waits for its frame
+            self.call_after_refresh(drawn.set)
+        elif self._run_events is None:
             # the first scan reads every rank's whole event logs: after the first plot,
             # not before it (scripts/bench_tui.py: the scan of a 458 MiB log costs ~0.5 s CPU)
             self.poll_events()
