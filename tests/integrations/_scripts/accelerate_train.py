@@ -34,4 +34,14 @@ for _epoch in range(2):
         step += 1
 print(f"rank {accelerator.process_index} of {accelerator.num_processes} run {tracker.run.id} "
       f"elastic {os.environ.get('TORCHELASTIC_RUN_ID')}", flush=True)
-accelerator.end_training()
+accelerator.end_training()  # finishes the trackers of the main process, and the process group
+if not accelerator.is_main_process:
+    # Accelerate keeps trackers on the main process only; nb's atexit hook would finish this
+    # rank's run, but os._exit below skips it
+    tracker.run.finish()
+# Leave without finalizing the interpreter: gloo's worker threads outlive destroy_process_group
+# here, and one still destroying a work object during finalization cannot take the GIL and
+# aborts the process ("terminate called without an active exception", pytorch/pytorch#190489;
+# the core dump shows only torch and CPython frames). About 1 launch in 60 under load did.
+sys.stdout.flush()
+os._exit(0)
