@@ -23,7 +23,7 @@ import polars as pl
 from ..format import _format as F
 from ..format._names import check_name
 from ..format._runfile import read_run_json_retrying
-from ._catalog import resolve_run
+from ._catalog import paused_gc, resolve_run
 from ._logfile import LogFile, _unwrap
 from ._rankfiles import KIND_CODES, RankFiles, active_offsets, hide_thresholds, read_all
 from ._select import tag_set as _as_tags
@@ -505,7 +505,10 @@ class RunReader:
         include_hidden: bool = False,
     ) -> pl.DataFrame:
         """Timer occurrences, one row each, ``value`` in seconds; columns as :meth:`scalars`."""
-        return self._point_frame(F.KIND_TIMER, tags, rank, all_ranks, include_hidden)
+        # every rank's files: thousands of small objects (a LogFile, its tags, header and
+        # chunks per file), none in a cycle, which the cyclic collector scanned again and again
+        with paused_gc():
+            return self._point_frame(F.KIND_TIMER, tags, rank, all_ranks, include_hidden)
 
     def timer_stats(
         self, tags: str | Iterable[str] | None = None, *, all_ranks: bool = True, rank: int = 0,
