@@ -393,45 +393,18 @@ def fast_argv(argv: Sequence[str]) -> dict | None:
     A value that starts with ``-``, an unknown option, ``--help``, bundled short options
     and every usage error (PROJECT and --project differ, a bad project name, an empty
     key) give None, for Typer to handle. The last of a repeated option wins, as in Click."""
+    from ._argv import scan_argv
+
+    scanned = scan_argv(argv, _VALUED, {"--json": "json", "--desc": "desc"})
+    if scanned is None:
+        return None
+    positional, pairs, seen = scanned
     opts: dict = {"project_opt": None, "name": None, "root": None, "where_expr": None, "sort": None, "group": None}
     columns: list[str] | None = None
-    desc = False
     statuses: list[str] = []
-    positional: list[str] = []
-    as_json = False
+    as_json, desc = "json" in seen, "desc" in seen
     limit: int | None = None
-    i, n = 0, len(argv)
-    only_positional = False
-    while i < n:
-        word = argv[i]
-        i += 1
-        if only_positional or not word.startswith("-") or word == "-":
-            if word == "-":
-                return None
-            positional.append(word)
-            continue
-        if word == "--":
-            only_positional = True
-            continue
-        if word == "--json":
-            as_json = True
-            continue
-        if word == "--desc":
-            desc = True
-            continue
-        key, eq, value = word.partition("=")
-        if eq and not key.startswith("--"):
-            return None
-        dest = _VALUED.get(key)
-        if dest is None:
-            return None
-        if not eq:
-            if i >= n:
-                return None
-            value = argv[i]
-            i += 1
-        if value.startswith("-"):
-            return None
+    for dest, value in pairs:
         if dest == "status":
             if value not in STATUSES:
                 return None

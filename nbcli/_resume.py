@@ -40,36 +40,15 @@ def fast_argv(argv: Sequence[str]) -> dict | None:
     ``--help``, a usage error) is left to Typer; the last of a repeated option wins."""
     from nblog.format import check_name
 
+    from ._argv import scan_argv
+
+    scanned = scan_argv(argv, _VALUED, {"--latest": "latest"})
+    if scanned is None:
+        return None
+    positional, pairs, seen = scanned
     opts: dict = {"name": None, "root": None}
-    positional: list[str] = []
-    latest = only_positional = False
-    i, n = 0, len(argv)
-    while i < n:
-        word = argv[i]
-        i += 1
-        if only_positional or not word.startswith("-"):
-            positional.append(word)
-            continue
-        if word == "--":
-            only_positional = True
-            continue
-        if word == "--latest":
-            latest = True
-            continue
-        key, eq, value = word.partition("=")
-        if eq and not key.startswith("--"):
-            return None
-        dest = _VALUED.get(key)
-        if dest is None:
-            return None
-        if not eq:
-            if i >= n:
-                return None
-            value = argv[i]
-            i += 1
-        if value.startswith("-"):
-            return None
-        opts[dest] = value
+    opts.update(pairs)  # the last of a repeated option wins
+    latest = "latest" in seen
     if not latest or len(positional) != 1:
         return None
     for value, what in ((positional[0], "PROJECT"), (opts["name"], "--name")):
