@@ -39,7 +39,7 @@ STATUSES = ("running", "finished", "failed", "preempted", "stale")
 _STATUS_STYLE = {"running": "green", "finished": "", "failed": "red bold", "preempted": "yellow", "stale": "yellow",
                  "unknown": "dim"}
 _COLUMNS = [
-    Column("ID"), Column("PROJECT"), Column("NAME"), Column("STATUS"), Column("RANKS", True),
+    Column("ID", keep=True), Column("PROJECT"), Column("NAME"), Column("STATUS"), Column("RANKS", True),
     Column("SESSIONS", True), Column("LAST STEP", True), Column("STARTED"), Column("DURATION", True),
 ]
 _MAX_LISTED = 12  # a missing project's message lists the projects there when at most this many
@@ -263,7 +263,7 @@ def _query_ls(pairs: list, where: str, as_json: bool, where_expr: str | None, co
     rows, hidden = _limited(rows, limit, output)
     if columns:
         keys = ["id", *(k for k in columns if k != "id")]
-        head = [Column("ID"), *(Column(k, _numeric(table, rows, k)) for k in keys[1:])]
+        head = [Column("ID", keep=True), *(Column(k, _numeric(table, rows, k)) for k in keys[1:])]
         output.table(head, ([_cell(table, i, k, now) for k in keys] for i in rows))
         _say_hidden(total, hidden, 'first')
         return 0

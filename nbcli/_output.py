@@ -181,8 +181,10 @@ def fmt_bytes(n: int | None) -> str:
 # -- output ---------------------------------------------------------------------------------
 
 
-class Column(namedtuple("Column", ["header", "numeric", "style"], defaults=[False, ""])):
-    """A table column: header, right-aligned (numbers) or not, and a Rich style."""
+class Column(namedtuple("Column", ["header", "numeric", "style", "keep"], defaults=[False, "", False])):
+    """A table column: header, right-aligned (numbers) or not, a Rich style, and
+    ``keep``: on a terminal its values (run ids, which people copy) are never wrapped
+    nor cut; the other columns are narrowed first."""
 
     __slots__ = ()
 
@@ -244,9 +246,15 @@ class Output:
 
             t = Table(title=title, title_justify="left", title_style="bold", header_style="bold",
                       box=None, pad_edge=False, show_edge=False)
-            for c in columns:
-                t.add_column(c.header, justify="right" if c.numeric else "left", style=c.style or None,
-                             overflow="fold")
+            rows = [list(row) for row in rows]
+            for j, c in enumerate(columns):
+                if c.keep:  # as wide as its widest value: never wrapped, never cut
+                    wide = max([len(_plain(row[j])) for row in rows if j < len(row)] + [len(c.header)])
+                    t.add_column(c.header, justify="right" if c.numeric else "left", style=c.style or None,
+                                 no_wrap=True, width=wide)
+                else:
+                    t.add_column(c.header, justify="right" if c.numeric else "left", style=c.style or None,
+                                 overflow="fold")
             for row in rows:
                 t.add_row(*(_cell(v) for v in row))
             self._term.print(t)
