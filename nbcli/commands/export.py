@@ -3,9 +3,15 @@ as a hive-partitioned Parquet dataset."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 from enum import Enum
+from types import FrameType
 from typing import Annotated
 
 import typer
@@ -132,12 +138,21 @@ def export(
     frames = read_frames(reader, kind.value, tags=tags or None, rank=rank or 0, all_ranks=all_ranks,
                          include_hidden=include_hidden)
     if output == "-":
-        sys.stdout.flush()
-        write_frames(frames, sys.stdout.buffer, chosen)
-        sys.stdout.buffer.flush()
+        try:
+            sys.stdout.flush()
+            with _signals_exit():
+                write_frames(frames, sys.stdout.buffer, chosen)
+            sys.stdout.buffer.flush()
+        except Exception as exc:
+            if not _broken_pipe(exc):
+                raise
+            _quiet_stdout()  # the reader went away (`nb export RUN -o - | head`): exit 1 quietly, as nb ls
+            raise typer.Exit(1) from None
         return
     path = output or f"{reader.id}-{kind.value}{_EXT[chosen]}"
-    rows, ranks = write_frames(frames, path, chosen)
+    _refuse_inside(path, [reader.dir], "the run folder")
+    with _signals_exit():
+        rows, ranks = write_frames(frames, path, chosen)
     info(f"wrote {rows} rows ({kind.value}, {ranks} rank{'s' if ranks != 1 else ''}) to {path}")
 
 
@@ -178,6 +193,17 @@ def _export_root(output: str | None, fmt: Format | None, tags: list[str] | None,
     root = root or default_root()
     if not os.path.isdir(root):
         raise FileNotFoundError(f"the root {os.path.abspath(root)} does not exist (pass --root DIR or set NB_DIR)")
+    if os.path.exists(output) and not os.path.isdir(output):
+        raise typer.BadParameter(f"{clean(output)!r} exists and is not a folder", param_hint="--output")
+    from nblog.reader import list_runs
+
+    run_dirs = [row["path"] for row in list_runs(root)]
+    _refuse_inside(output, run_dirs, "the run folder")
+    here = os.path.realpath(output)
+    for folder in {os.path.realpath(root), *(os.path.realpath(os.path.dirname(d)) for d in run_dirs)}:
+        if here == folder:
+            raise typer.BadParameter(f"{clean(output)!r} is the root or one of its project folders; the dataset "
+                                     "would mix with the runs: name a folder outside them", param_hint="--output")
     total = {"runs": 0, "rows": 0, "files": 0}
 
     def progress(res: dict) -> None:
@@ -186,10 +212,75 @@ def _export_root(output: str | None, fmt: Format | None, tags: list[str] | None,
         total["files"] += len(res["files"])
         info(f"{res['project']}/{res['run']}: {res['rows']} rows, {len(res['ranks'])} ranks")
 
-    export_root(root, output, kind.value, project=project, tags=tags or None, include_hidden=include_hidden,
-                on_run=progress)
+    with _signals_exit():
+        done = export_root(root, output, kind.value, project=project, tags=tags or None,
+                           include_hidden=include_hidden, on_run=progress)
+    if not done and project is not None:
+        from .._ls import _no_such_project
+
+        _no_such_project(project, root)
+        raise typer.Exit(1)
     info(f"wrote {total['rows']} rows of {total['runs']} runs in {total['files']} files under {output} "
          "(hive layout project=/run=/rank=)")
+
+
+def _refuse_inside(path: str, run_dirs: list[str], what: str) -> None:
+    """Refuse an output ``path`` that is, or lies inside, one of ``run_dirs`` (symlinks
+    resolved): writing there would replace a run's own files.
+
+    Raises:
+        typer.BadParameter: ``path`` is inside a run folder.
+    """
+    here = os.path.realpath(path)
+    for d in run_dirs:
+        folder = os.path.realpath(d)
+        if here == folder or here.startswith(folder.rstrip(os.sep) + os.sep):
+            raise typer.BadParameter(f"{clean(path)!r} is inside {what} {clean(d)}; writing there would destroy "
+                                     "the run's own files: name a path outside it", param_hint="--output")
+
+
+def _broken_pipe(exc: BaseException) -> bool:
+    """Whether ``exc`` says stdout's reader went away (EPIPE, also as Polars words it)."""
+    if isinstance(exc, OSError) and exc.errno is not None:
+        return exc.errno == errno.EPIPE
+    text = str(exc)  # Polars: "Broken pipe (os error 32)", an OSError without errno or a ComputeError
+    return f"os error {errno.EPIPE})" in text or "Broken pipe" in text
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null so that flushing it at exit raises no second EPIPE."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (AttributeError, OSError, ValueError):  # no real file behind sys.stdout
+        pass
+
+
+@contextlib.contextmanager
+def _signals_exit() -> Iterator[None]:
+    """While the export writes, SIGTERM and SIGHUP raise ``SystemExit(128 + signum)``
+    (as SIGINT raises KeyboardInterrupt), so the temp file's cleanup runs; the old
+    handlers are put back after. A signal's exit status wins over the error it caused
+    inside Polars. Only in the main thread (where handlers can be set)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    got: list[int] = []
+
+    def handler(signum: int, _frame: FrameType | None) -> None:
+        got.append(signum)
+        raise SystemExit(128 + signum)
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    except BaseException:
+        if got:
+            raise SystemExit(128 + got[0]) from None
+        raise
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h if h is not None else signal.SIG_DFL)
 
 
 def register(app: typer.Typer) -> None:

@@ -439,6 +439,7 @@ def export_root(
 
     Raises:
         FileExistsError: ``outdir`` holds a dataset of another kind.
+        OSError: a folder or file cannot be written: ``cannot write PATH: REASON``.
     """
     if kind not in EXPORT_KINDS:
         raise ValueError(f"unknown kind {kind!r}; choose one of {', '.join(EXPORT_KINDS)}")
@@ -456,7 +457,10 @@ def export_root(
                 continue
             folder = hive_path(outdir, row["project"], row["id"], r)
             refuse_linked_folders(outdir, folder)
-            os.makedirs(folder, exist_ok=True)
+            try:
+                os.makedirs(folder, exist_ok=True)
+            except OSError as err:  # "cannot write FOLDER: Not a directory", as a file's error reads
+                raise _write_error(folder, err) from None
             path = os.path.join(folder, "part-0.parquet")
             # nb's own file in nb's folder: a link planted there is replaced, never followed
             n, _ = write_frames((p.drop([c for c in HIVE_COLUMNS if c in p.columns]) for p in _chain(first, pieces)),
