@@ -540,6 +540,17 @@ def _highest_step(run: Run) -> int | None:
     return step if step > high else high
 
 
+def _written_step(writer: Writer | None, step: int | None) -> int | None:
+    """The highest step ``writer`` has written to the event log (at least ``step``, the
+    first step it is writing now; None: none yet), for run.json's ``last_step`` while the
+    session runs: the training thread's steps (:func:`_highest_step`) run ahead of the
+    writer thread, and a killed process would leave run.json claiming steps the log lacks."""
+    high = writer.written_step if writer is not None else None
+    if step is None:
+        return high
+    return step if high is None or step > high else high
+
+
 def _make_run(project: str, name: str | None, rid: str, run_dir: str, ranks: RankInfo, runfile: RunFile | None,
               config: dict, settings: Settings, host: str, env: Mapping[str, str], job_id: str | None,
               job_source: str | None, session: int | None = None,
@@ -574,16 +585,16 @@ def _make_run(project: str, name: str | None, rid: str, run_dir: str, ranks: Ran
             written = [None, 0]  # the last step and summary change in run.json: rewritten when they move
 
             def on_first(step: int, _s: int = run.session) -> None:
-                written[0] = last = max(step, _highest_step(run) or 0)
                 writer = holder[0]
+                written[0] = last = _written_step(writer, step)
                 changes = writer.summary_changes if writer is not None else 0
                 extra = {"summary": writer.summary()} if changes else {}  # folded before this call
                 runfile.update_session(_s, first_step=step, last_step=last, updated=time.time(), **extra)
                 written[1] = changes
 
             def on_progress(_s: int = run.session) -> bool:
-                step = _highest_step(run)
                 writer = holder[0]
+                step = _written_step(writer, None)
                 changes = writer.summary_changes if writer is not None else written[1]
                 if (step is None or step == written[0]) and changes == written[1]:
                     return False

@@ -193,6 +193,9 @@ class Writer:
         self._fold: dict[int, list] = {}
         self._summary_start: dict = dict(summary or {})
         self.summary_changes = 0
+        # the highest step of the points and texts this writer has written (None: none yet):
+        # for run.json's last_step, which must never claim a step the event log lacks
+        self.written_step: int | None = None
         # the envelope sidecar (``_envelope``), kept with the summary (rank 0), a cache
         envelope_path = E.envelope_path_for(path) if self._summary_on else None
         self._envelope = E.Builder() if envelope_path else None
@@ -503,11 +506,13 @@ class Writer:
             data = F.frame(F.FRAME_POINTS, chunk) if columns is None else F.frame(F.FRAME_COLUMNS, columns)
             if not self._write(data, "points"):
                 self.dropped["write_error"] += count
-            elif self._scalar_names:  # the summary covers the points on disk
-                try:
-                    self._fold_points(chunk)
-                except Exception as exc:  # a bug here must not stop the event log
-                    self._warn_once("summary", f"nblog: run summary not updated: {exc!r}")
+            else:
+                self._wrote_step(max(memoryview(chunk).cast("q")[::3]))  # record i's step: item 3i
+                if self._scalar_names:  # the summary covers the points on disk
+                    try:
+                        self._fold_points(chunk)
+                    except Exception as exc:  # a bug here must not stop the event log
+                        self._warn_once("summary", f"nblog: run summary not updated: {exc!r}")
             if not self._first_step_known:  # after the fold: run.json's first write has the summary
                 self._find_first_step_in_points(chunk)
             wrote = True
@@ -518,6 +523,8 @@ class Writer:
                 self._first_step(items[0][0])
             if not self._write(F.frame(F.FRAME_TEXT, F.encode_texts(items)), "text"):
                 self.dropped["write_error"] += len(items)
+            else:
+                self._wrote_step(max(item[0] for item in items))
             wrote = True
         n_events = len(self.events)
         if n_events:
@@ -702,6 +709,11 @@ class Writer:
             self._envelope_saved = (env.changes, self._size)
         except Exception as exc:  # a full disk, a read-only folder: the event log goes on
             self._warn_once("envelope", f"nblog: envelope sidecar not written: {exc!r}")
+
+    def _wrote_step(self, step: int) -> None:
+        """Raise :attr:`written_step` to ``step`` (written to the event log). Caller holds ``_lock``."""
+        if self.written_step is None or step > self.written_step:
+            self.written_step = step
 
     def _first_step(self, step: int) -> None:
         self._first_step_known = True
