@@ -10,7 +10,6 @@ the same code and only Typer ever reports a usage error.
 from __future__ import annotations
 
 import fnmatch
-import gc
 import os
 import sys
 import time
@@ -225,13 +224,7 @@ def _query_ls(pairs: list, where: str, as_json: bool, where_expr: str | None, co
     from nblog.reader import select_runs as select
 
     table = RunsTable(pairs, read)
-    was = gc.isenabled()
-    gc.disable()  # a column of 20,000 values for each key, none in a cycle: the collector only costs
-    try:
-        rows = select(table, where_expr, None if group is not None else sort, desc and group is None, columns)
-    finally:
-        if was:
-            gc.enable()
+    rows = select(table, where_expr, None if group is not None else sort, desc and group is None, columns)
     if group is not None:
         values = list(columns) + ([sort] if sort is not None and sort not in columns else [])
         found = groups(table, rows, group, values, sort, desc)
