@@ -6,6 +6,8 @@ from typing import Annotated
 
 import typer
 
+from ._damage import allow
+
 Root = Annotated[
     str | None,
     typer.Option(
@@ -48,4 +50,10 @@ FollowTimeout = Annotated[
 ]
 PollInterval = Annotated[
     float, typer.Option("--interval", min=0.01, metavar="SECONDS", help="With -f: seconds between polls.")
+]
+AllowDamaged = Annotated[
+    bool,
+    typer.Option("--allow-damaged", callback=allow,
+                 help="Exit 0 even when damaged bytes of an event log were skipped (exit status 3 "
+                      "otherwise); each damaged range is reported on stderr either way."),
 ]

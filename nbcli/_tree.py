@@ -14,6 +14,7 @@ import typer
 from typer.core import TyperGroup
 
 from . import __version__
+from . import _damage as damage
 from ._errors import report
 from .commands import diff, export, ls, media, resume_id, show, tail, timers, tui
 from .commands import import_ as import_cmd
@@ -29,17 +30,28 @@ class NbGroup(TyperGroup):
     # Typer calls it with its typer.Context (TyperGroup.context_class); the base classes
     # name click's Context, of which typer.Context is a subclass
     def invoke(self, ctx: typer.Context) -> Any:  # type: ignore[override]
-        try:
-            return super().invoke(ctx)
-        except (typer.Exit, typer.Abort, KeyboardInterrupt, SystemExit):
-            raise
-        except Exception as exc:
-            if _is_click_exception(exc) or (isinstance(exc, OSError) and exc.errno == errno.EPIPE):
+        with damage.watching():  # damaged event-log bytes: reported as read, exit 3 (nbcli._damage)
+            try:
+                result = super().invoke(ctx)
+            except (typer.Exit, SystemExit) as stop:
+                code = stop.exit_code if isinstance(stop, typer.Exit) else stop.code
+                if code in (0, None) and damage.failed():
+                    damage.conclude()
+                    raise typer.Exit(damage.EXIT_DAMAGED) from None
                 raise
-            if ctx.params.get("debug") or os.environ.get("NB_DEBUG", "") not in ("", "0"):
+            except (typer.Abort, KeyboardInterrupt):
                 raise
-            report(exc)
-            raise typer.Exit(1) from None
+            except Exception as exc:
+                if _is_click_exception(exc) or (isinstance(exc, OSError) and exc.errno == errno.EPIPE):
+                    raise
+                if ctx.params.get("debug") or os.environ.get("NB_DEBUG", "") not in ("", "0"):
+                    raise
+                report(exc)
+                raise typer.Exit(1) from None
+            if damage.failed():
+                damage.conclude()
+                raise typer.Exit(damage.EXIT_DAMAGED)
+            return result
 
 
 def _is_click_exception(exc: BaseException) -> bool:

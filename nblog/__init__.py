@@ -47,6 +47,7 @@ __version__ = "0.1.0"
 from ._errors import (  # noqa: E402
     AmbiguousRunError,
     BlobError,
+    DamagedLogWarning,
     FormatVersionError,
     NbError,
     RunNotFoundError,
@@ -58,6 +59,7 @@ from .write._run import Run, Timer  # noqa: E402
 __all__ = [
     "AmbiguousRunError",
     "BlobError",
+    "DamagedLogWarning",
     "FormatVersionError",
     "NbError",
     "Run",

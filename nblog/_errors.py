@@ -9,6 +9,9 @@
     ├── BlobError                (also ValueError) a media blob is missing, torn or corrupt; .path, .offset
     └── StrictModeError          (also ValueError) bad data with NB_STRICT=1; .tag, .value
 
+    DamagedLogWarning            (a UserWarning) a reader skipped damaged bytes of an event log;
+                                 .path, .rank, .session, .start, .stop, .frame, .points, .lost
+
 ``init`` also raises the built-in ``ValueError`` (bad names, bad launcher variables,
 bad resume value), ``FileExistsError`` (an explicit run id that exists without
 ``resume="auto"``), ``FileNotFoundError`` (``resume="must"`` on a missing run) and
@@ -74,3 +77,34 @@ class BlobError(NbError, ValueError):
         self.path = path
         self.offset = offset
         super().__init__(message)
+
+
+class DamagedLogWarning(UserWarning):
+    """A reader skipped damaged bytes of an event log (a frame failing its checksum, bytes
+    that are no frame, a frame that does not decode): issued once per damaged range, by
+    every reader (``RunReader``, ``LiveRun``, ``Follower``, ``Watcher``, export), when it
+    reads the range. ``nb`` prints it and exits with status 3 unless ``--allow-damaged``.
+
+    Attributes:
+        path: the event log. rank, session: whose log it is (None: the name says no).
+        start, stop: the damaged bytes, ``[start, stop)`` offsets in the file.
+        frame: what the damaged bytes held, by their frame header ("points", "tag
+            definitions", "text", ...); None when the header itself is damaged.
+        points: points left out, where known (a points frame's count; the points whose
+            tag names were lost); None: unknown.
+        lost: False when nothing was lost (a damaged copy of a frame written twice, whose
+            other copy was read; a damaged file header, the format read from the session
+            header): reported all the same.
+    """
+
+    def __init__(self, message: str, *, path: str, rank: int | None, session: int | None, start: int,
+                 stop: int, frame: str | None, points: int | None, lost: bool):
+        super().__init__(message)
+        self.path = path
+        self.rank = rank
+        self.session = session
+        self.start = start
+        self.stop = stop
+        self.frame = frame
+        self.points = points
+        self.lost = lost

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .._options import Json, Root
+from .._options import AllowDamaged, Json, Root
 from .._output import (
     Cell,
     Column,
@@ -63,6 +63,7 @@ def diff(
         bool, typer.Option("--exit-code", help="Exit 1 when the runs differ (as git diff --exit-code), 0 when not."),
     ] = False,
     root: Root = None,
+    allow_damaged: AllowDamaged = False,
     as_json: Json = False,
 ) -> None:
     """Show how runs differ: config keys added, removed or changed (nested keys dotted,

@@ -16,7 +16,7 @@ from typing import Annotated
 
 import typer
 
-from .._options import MAX_RANK, Root, Tags
+from .._options import MAX_RANK, AllowDamaged, Root, Tags
 from .._output import clean, error, info
 from .._ranks import missing_rank
 
@@ -79,6 +79,7 @@ def export(
                      show_default=False),
     ] = None,
     root: Root = None,
+    allow_damaged: AllowDamaged = False,
 ) -> None:
     """Merge a run's rank logs into one Polars frame and write it as Parquet, CSV or NDJSON.
 

@@ -10,7 +10,7 @@ from typing import IO, TYPE_CHECKING, Annotated
 
 import typer
 
-from .._options import MAX_COUNT, Json, Rank, Root, RunArg, Tags
+from .._options import MAX_COUNT, AllowDamaged, Json, Rank, Root, RunArg, Tags
 from .._output import Column, Output, data, emit_json, error, fmt_bytes, fmt_time, info, warn
 from .._ranks import missing_rank
 
@@ -71,6 +71,7 @@ def media(
         typer.Option("--include-hidden", help="Also records hidden by a later session's restart."),
     ] = False,
     root: Root = None,
+    allow_damaged: AllowDamaged = False,
     as_json: Json = False,
 ) -> None:
     """List a run's images, histograms and audio, or write them out with -o DIR.

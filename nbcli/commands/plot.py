@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
 
-from .._options import MAX_RANK, Root
+from .._options import MAX_RANK, AllowDamaged, Root
 from .._output import error, info, warn
 
 if TYPE_CHECKING:
@@ -124,6 +124,7 @@ def plot(
     dpi: Annotated[int, typer.Option("--dpi", min=10, max=2400, metavar="N", help="Dots per inch (the PNG is W*N x H*N pixels).")] = 150,
     title: Annotated[str | None, typer.Option("--title", metavar="TEXT", help="The figure's title [default: the run ids].", show_default=False)] = None,
     root: Root = None,
+    allow_damaged: AllowDamaged = False,
 ) -> None:
     """Draw TAG of each RUN, one panel per --tag, into a PNG, SVG or PDF file.
 

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from .._options import Root
+from .._options import AllowDamaged, Root
 from .._output import fmt_bytes, info
 
 Runs = Annotated[
@@ -26,6 +26,7 @@ def report(
         str | None, typer.Option("--title", metavar="TEXT", help="The page's title [default: the run ids].", show_default=False)
     ] = None,
     root: Root = None,
+    allow_damaged: AllowDamaged = False,
 ) -> None:
     """Write one HTML file that opens offline in any browser: config and sessions, every
     scalar as an interactive chart (zoom, values under the cursor, smoothing, log y) with

@@ -8,7 +8,7 @@ import time
 
 import typer
 
-from .._options import Json, Root, RunArg, Tags
+from .._options import AllowDamaged, Json, Root, RunArg, Tags
 from .._output import (
     Column,
     Output,
@@ -43,7 +43,8 @@ def _last(tag: dict) -> Styled | str:
     return fmt_value(tag.get("last_value"))
 
 
-def show(run: RunArg, tags: Tags = None, root: Root = None, as_json: Json = False) -> None:
+def show(run: RunArg, tags: Tags = None, root: Root = None, as_json: Json = False,
+         allow_damaged: AllowDamaged = False) -> None:
     """Show one run: metadata, what went wrong (the first failure with its traceback,
     sessions that ended without an END record, alerts), what code ran (provenance),
     config (and which keys a later session changed),
@@ -164,9 +165,18 @@ def show(run: RunArg, tags: Tags = None, root: Root = None, as_json: Json = Fals
         [(k, v) for k, v in dropped.items()] or [("dropped points", "none")],
         title="Dropped points (bad values, tags or steps, write errors)",
     )
+    damaged = [d for f in info["files"] for d in f.get("damage") or ()]
+    if damaged:  # each also reported on stderr as it was read (nbcli._damage)
+        out.gap()
+        out.table(
+            [Column("RANK", True), Column("SESSION", True), Column("BYTES", True), Column("AT"),
+             Column("HELD"), Column("POINTS LOST", True)],
+            ([d["rank"], d["session"], d["bytes"], f"{d['start']}-{d['stop']}", d["frame"] or "unknown (frame header)",
+              (d["points"] if d["points"] is not None else "unknown") if d["lost"] else "none (copy read)"]
+             for d in damaged),
+            title="Damaged bytes skipped",
+        )
     p = info["problems"]
-    if p["skipped_bytes"]:
-        warn(f"{p['skipped_bytes']} corrupt bytes were skipped while reading this run")
     if p["unknown_frames"]:
         warn(f"{p['unknown_frames']} records of a newer format version were skipped")
     if p["media_missing"]:
@@ -271,7 +281,7 @@ def _state(f: dict) -> str:
     if f["pending_bytes"]:
         state += f", {f['pending_bytes']} B torn/pending"
     if f["skipped_bytes"]:
-        state += f", {f['skipped_bytes']} B corrupt"
+        state += f", {f['skipped_bytes']} B damaged"
     return state
 
 

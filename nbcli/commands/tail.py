@@ -9,7 +9,18 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from .._options import MAX_COUNT, FollowTimeout, Json, PollInterval, Rank, Root, RunArg, Tags
+from .. import _damage as damage
+from .._options import (
+    MAX_COUNT,
+    AllowDamaged,
+    FollowTimeout,
+    Json,
+    PollInterval,
+    Rank,
+    Root,
+    RunArg,
+    Tags,
+)
 from .._output import Output, Styled, clean, emit_json_line, error, fmt_value, info
 from .._ranks import missing_rank
 
@@ -69,6 +80,7 @@ def tail(
     timeout: FollowTimeout = None,
     interval: PollInterval = 0.25,
     root: Root = None,
+    allow_damaged: AllowDamaged = False,
     as_json: Json = False,
 ) -> None:
     """Print the last N events (scalars, timers, text, media) of one rank, oldest first.
@@ -112,8 +124,12 @@ def tail(
     elif follower.dir is not None and lines and not first:
         # an empty output says why: not an error (a run that has just started has none yet)
         where = f"rank {rank} of run {os.path.basename(follower.dir)}"
-        note = f"no events of {where} match --tag {' '.join(tags)}" if tags else f"no events in {where} yet"
-        info(note + ("; waiting for new ones ..." if follow else " (add -f to wait for them)"))
+        if damage.lost():
+            note = f"no readable events in {where}: the damaged bytes reported above held them"
+            info(note + ("; waiting for new ones ..." if follow else ""))
+        else:
+            note = f"no events of {where} match --tag {' '.join(tags)}" if tags else f"no events in {where} yet"
+            info(note + ("; waiting for new ones ..." if follow else " (add -f to wait for them)"))
     if not follow:
         return
     try:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from .._options import MAX_COUNT, Json, Root, RunArg, Tags
+from .._options import MAX_COUNT, AllowDamaged, Json, Root, RunArg, Tags
 from .._output import Column, Output, data, emit_json, fmt_seconds, info, styled
 
 if TYPE_CHECKING:
@@ -41,6 +41,7 @@ def timers(
         bool, typer.Option("--all-ranks", help="Every rank's row in the per-rank table, not only the slowest."),
     ] = False,
     root: Root = None,
+    allow_damaged: AllowDamaged = False,
     as_json: Json = False,
 ) -> None:
     """Per timer: the slowest rank and the spread (slowest mean / median mean),

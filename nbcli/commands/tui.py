@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from .._options import Root
+from .._options import AllowDamaged, Root
 
 
 class Images(str, Enum):
@@ -27,6 +27,7 @@ def tui(
                        show_default=False),
     ] = None,
     root: Root = None,
+    allow_damaged: AllowDamaged = False,
     interval: Annotated[
         float,
         typer.Option("--interval", "-i", min=0.1, metavar="SECONDS", envvar="NB_TUI_INTERVAL",

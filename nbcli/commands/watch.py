@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .._options import Json, Root, RunArg
+from .._options import AllowDamaged, Json, Root, RunArg
 from .._output import Output, Styled, clean, emit_json_line, fmt_time, info, json_text, warn
 
 _LEVEL_STYLE = {"error": "bold red", "warn": "yellow", "info": "cyan"}
@@ -70,6 +70,7 @@ def watch(
     gpu_samples: Annotated[int, _opt("--gpu-samples", "... or a throttle flag set, for M samples in a row.",
                                      min=1, max=1_000_000, metavar="M")] = 12,
     root: Root = None,
+    allow_damaged: AllowDamaged = False,
     as_json: Json = False,
 ) -> None:
     """Watch a run from outside the job and report each alert once, as it appears.

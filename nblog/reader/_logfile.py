@@ -11,6 +11,13 @@ as TensorBoard's event-file loader does). Corruption is kept apart from truncati
   follows it; at the very end of the file it counts as not yet written
   (``pending_bytes``), which is also what a ``kill -9`` leaves behind.
 
+Every damaged range is recorded once (:attr:`LogFile.damage`, a :class:`Damage` each:
+where, what frame, how many points) and reported as it is read, with a
+:class:`~nblog.DamagedLogWarning`: no reader skips bytes without a word. A damaged copy
+of a frame the writer writes twice (``F.DOUBLED_FRAMES``) whose other copy is read
+costs nothing and says so; a damaged file header is read past when the session header
+after it names the format; points whose tag definitions were lost are counted.
+
 Point records are kept as raw payload bytes and decoded in bulk with numpy by
 :meth:`LogFile.points` (imported only then). A COLUMNS frame is kept as it is in the file
 (its head checked): bulk readers take its columns straight from it
@@ -22,14 +29,16 @@ from __future__ import annotations
 
 import os
 import struct
+import sys
+import warnings
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from .. import _log as log
-from .._errors import FormatVersionError
+from .._errors import DamagedLogWarning, FormatVersionError
 from ..format import _format as F
-from ..format._runfile import open_regular
+from ..format._runfile import open_regular, parse_event_file_name
 from ._wrap import unwrap_ms, unwrap_ms_array
 
 TYPE_CHECKING = False  # numpy is imported where points are asked for, typing never
@@ -38,6 +47,34 @@ if TYPE_CHECKING:
 
 _READ_LIMIT = 1 << 30  # bytes read per poll at most; the rest waits for the next poll
 _CODES = {2: "<H", 4: "<I", 8: "<q"}  # struct codes of the COLUMNS widths
+
+
+@dataclass
+class Damage:
+    """One damaged range of an event log, as :class:`LogFile` skipped it.
+
+    Attributes:
+        start, stop: byte offsets in the file, ``[start, stop)``.
+        frame: what the bytes held, by their frame header's type (``F.FRAME_NAMES``:
+            "points", "tag definitions", ...), "file header", or None where the frame
+            header itself is damaged (what followed it is unknown).
+        points: points left out, where known: a points frame's count, or the points whose
+            tag definitions were lost (:attr:`LogFile.damage`'s last entry, growing as
+            they are read). None: unknown.
+        recovered: nothing was lost: a damaged copy of a frame written twice whose other
+            copy was read, or a file header whose format the session header gave.
+    """
+
+    start: int
+    stop: int
+    frame: str | None
+    points: int | None = None
+    recovered: bool = False
+
+    @property
+    def size(self) -> int:
+        """Bytes damaged."""
+        return self.stop - self.start
 
 
 class _Columns:
@@ -65,6 +102,22 @@ class _Columns:
         else:
             tid = struct.unpack_from(_CODES[tag_w], p, at + tag_w * i)[0]
         return step, tid, ms
+
+    def tag_counts(self) -> tuple[list[int], list[int] | None]:
+        """``(tag ids, weights)``: each record's tag id (weights None), or, for a tag
+        pattern, the pattern's ids and how many records each stands for. No numpy."""
+        from array import array
+
+        n, pattern, tag_w, step_w, ms_w, _step_base, _ms_base = self.head
+        at = F.COLUMNS_HEAD.size + n * (8 + step_w + ms_w)
+        if pattern:
+            ids = list(struct.unpack_from(f"<{pattern}I", self.payload, at))
+            return ids, [n // pattern + (i < n % pattern) for i in range(pattern)]
+        col = array("H" if tag_w == 2 else "I")
+        col.frombytes(self.payload[at : at + tag_w * n])
+        if sys.byteorder != "little":
+            col.byteswap()
+        return col.tolist(), None
 
     def records(self) -> Iterator[tuple[int, float, int, int]]:
         """``(step, value, tag id, ms)`` of each record in order, one at a time
@@ -170,6 +223,8 @@ class LogFile:
         first_step: the first step of a non-system record, once one was read.
         max_ms: the largest session-relative millisecond seen (points, stats, end).
         skipped_bytes: corrupt bytes skipped; unknown_frames: frames of unknown type.
+        damage: each damaged range skipped so far (:class:`Damage`), in file order, each
+            reported once with a :class:`~nblog.DamagedLogWarning` as it was read.
         pending_bytes: bytes at the end not parsed (yet): a torn or growing tail.
     """
 
@@ -191,6 +246,12 @@ class LogFile:
         self.first_step: int | None = None
         self.max_ms = 0
         self.skipped_bytes = 0
+        self.damage: list[Damage] = []
+        self._reported = 0  # damage entries warned about so far
+        # the damage that may have held tag definitions (unrecovered): the points read after
+        # it whose tag has no definition are counted into its ``points`` (reported as it grows)
+        self._tags_lost: Damage | None = None
+        self._orphans_reported = 0
         self.unknown_frames = 0
         self.pending_bytes = 0
         self.size = 0
@@ -237,15 +298,11 @@ class LogFile:
                 if len(data) < F.FILE_HEADER.size:
                     self.pending_bytes = len(data)
                     return delta
-                magic, version, _flags = F.FILE_HEADER.unpack_from(data, 0)
-                if magic != F.FILE_MAGIC:
-                    self.version = -1
-                    self.skipped_bytes += size - self.offset
-                    self.offset = size
-                    log.warning("nblog: %s is not an nb event log; skipped", self.path)
-                    return delta
-                if version > F.FORMAT_VERSION:
-                    raise FormatVersionError(self.path, version, F.FORMAT_VERSION)
+                magic, version, flags = F.FILE_HEADER.unpack_from(data, 0)
+                if magic != F.FILE_MAGIC or not 1 <= version <= F.FORMAT_VERSION or flags:  # flags: 0, reserved
+                    version = self._past_file_header(data, magic, version, size)
+                    if version is None:  # no event log, or one of a newer format (raised)
+                        return delta
                 self.version = version
                 pos = F.FILE_HEADER.size
             stop = self._parse(data, pos, delta)
@@ -254,6 +311,93 @@ class LogFile:
             if stop > 0 or self.offset + len(data) >= size or want >= F.MAX_FRAME_LENGTH:
                 return delta
             want *= 2  # no whole frame in the window, and more of the file after it
+
+    def _past_file_header(self, data: bytes, magic: bytes, version: int, size: int) -> int | None:
+        """The format version of a file whose 8-byte header is not that of an event log
+        this reader knows, or None (then the file is skipped, and reported, unless it is
+        of a newer format: that raises).
+
+        A damaged file header (one byte of it) must not cost the whole file: where a
+        sound session header follows it and names a format this reader knows, the file
+        is read in that format and the header reported as damaged, with nothing lost.
+
+        Raises:
+            FormatVersionError: the file is of a newer format (the session header, when
+                sound, agrees with the file header).
+        """
+        head = _session_at(data, F.FILE_HEADER.size)
+        named = head.get("format_version") if head is not None else None
+        if named.__class__ is int and 1 <= named <= F.FORMAT_VERSION:
+            self._damaged(0, F.FILE_HEADER.size, "file header", 0, recovered=True)
+            self._report()
+            return named
+        if magic == F.FILE_MAGIC and version > F.FORMAT_VERSION:
+            raise FormatVersionError(self.path, version, F.FORMAT_VERSION)
+        self.version = -1
+        self.skipped_bytes += size - self.offset
+        self.offset = size
+        self.damage.append(Damage(0, size, "file header"))
+        self._report(f"not an nb event log (no file header nb knows): all {size} bytes skipped")
+        return None
+
+    def _damaged(self, start: int, stop: int, frame: str | None, points: int | None = None,
+                 recovered: bool = False) -> None:
+        """Record the damaged bytes ``[start, stop)`` of the file (offsets in the file);
+        adjacent ranges of unknown frames (garbage between frames) make one entry."""
+        last = self.damage[-1] if len(self.damage) > self._reported else None  # not reported yet
+        if last is not None and frame is None and last.frame is None and last.stop == start:
+            last.stop = stop
+            return
+        self.damage.append(Damage(start, stop, frame, points, recovered))
+        if not recovered and frame in (None, "tag definitions"):
+            self._tags_lost = self.damage[-1]
+
+    def _report(self, what: str | None = None) -> None:
+        """Warn (:class:`~nblog.DamagedLogWarning`) about each damage entry not reported
+        yet, and about points of lost tag definitions counted since the last report."""
+        lost = self._tags_lost
+        if lost is not None and lost in self.damage[: self._reported] and (lost.points or 0) > self._orphans_reported:
+            more = (lost.points or 0) - self._orphans_reported
+            self._warn(lost, f"{more} more points of tags whose definitions were damaged there were left out")
+        for d in self.damage[self._reported :]:
+            self._warn(d, what)
+        self._reported = len(self.damage)
+        if lost is not None:
+            self._orphans_reported = lost.points or 0
+
+    def _count_orphans(self, ids: Iterator[int] | list[int], weights: list[int] | None = None) -> None:
+        """Count the points of ``ids`` (tag ids; ``weights``: how many points each stands
+        for) that have no definition, after a damage that may have held some."""
+        lost = self._tags_lost
+        tags = self.tags
+        if weights is None:
+            n = sum(1 for tid in ids if tid not in tags)
+        else:
+            n = sum(w for tid, w in zip(ids, weights, strict=True) if tid not in tags)
+        if n and lost is not None:
+            lost.points = (lost.points or 0) + n
+
+    def _warn(self, d: Damage, what: str | None = None) -> None:
+        rs = parse_event_file_name(os.path.basename(self.path))
+        rank, session = rs if rs is not None else (None, None)
+        who = f"rank {rank} session {session}: " if rs is not None else ""
+        if what is None:
+            if d.recovered:
+                what = (f"a damaged copy of the {d.frame}; the other copy was read, nothing lost"
+                        if d.frame != "file header" else "the file header; the session header named the format, nothing lost")
+            elif d is self._tags_lost and d.points:
+                what = (f"a frame of {d.frame or 'unknown type'}; {d.points} points of the tags it defined "
+                        "were left out")
+            elif d.frame is None:
+                what = "a frame header; what the frame held was left out"
+            else:
+                count = f"{d.points} points" if d.points is not None and d.frame == "points" else f"its {d.frame}"
+                what = f"a frame of {d.frame}; {count} left out"
+        where = f"{d.size} bytes damaged at bytes {d.start}-{d.stop}: " if d.start or d.stop < self.size else ""
+        message = f"nblog: {who}{self.path}: {where}{what}"
+        warnings.warn(DamagedLogWarning(message, path=self.path, rank=rank, session=session, start=d.start,
+                                        stop=d.stop, frame=d.frame, points=d.points, lost=not d.recovered),
+                      stacklevel=2)
 
     def _parse(self, data: bytes, pos: int, delta: Delta) -> int:
         """Parse the frames of ``data`` from ``pos``; return where the first frame not
@@ -276,7 +420,10 @@ class LogFile:
                 nxt = data.find(F.FRAME_MAGIC, pos + 1)
                 if nxt < 0:
                     break  # maybe garbage, maybe a header being written: keep for later
-                walk.append((pos, -1, nxt, 0))
+                if walk and walk[-1][1] < 0:  # garbage since the last frame: one range
+                    walk[-1] = (walk[-1][0], -1, nxt, 0)
+                else:
+                    walk.append((pos, -1, nxt, 0))
                 pos = nxt
                 continue
             stop = pos + hsize + length
@@ -286,28 +433,45 @@ class LogFile:
             pos = stop
         last = pos  # where the walk stopped
         sums = _checksums(view, [(p + hsize, stop) for p, kind, stop, _crc in walk if kind >= 0])
+        sound: list[bool] = []  # per walk entry: a frame whose payload passed its checksum
         i = 0
-        for p, kind, stop, crc in walk:
+        for _p, kind, _stop, crc in walk:
+            sound.append(kind >= 0 and sums[i] == crc)
+            i += kind >= 0
+        base = self.offset
+        stopped = last
+        for j, (p, kind, stop, _crc) in enumerate(walk):
             if kind < 0:
                 self.skipped_bytes += stop - p
+                copy = _copy_of(walk, sound, j)
+                self._damaged(base + p, base + stop, None if copy is None else F.FRAME_NAMES[copy],
+                              recovered=copy is not None)
                 continue
-            good = sums[i] == crc
-            i += 1
-            if not good:
+            if not sound[j]:
                 if stop == end:
-                    return p  # the last frame: treat as not yet written
+                    stopped = p  # the last frame: treat as not yet written
+                    break
                 self.skipped_bytes += stop - p
+                self._damaged(base + p, base + stop, F.FRAME_NAMES.get(kind, f"type {kind}"),
+                              _points_in(kind, view[p + hsize : stop]),
+                              recovered=_copy_of(walk, sound, j) is not None)
                 continue
             try:
                 self._frame(kind, view[p + hsize : stop], delta)
             except (ValueError, UnicodeDecodeError) as err:
                 self.skipped_bytes += stop - p
-                log.debug("nblog: bad frame in %s at %d: %s", self.path, self.offset + p, err)
-        return last
+                self._damaged(base + p, base + stop, F.FRAME_NAMES.get(kind, f"type {kind}"),
+                              _points_in(kind, view[p + hsize : stop]),
+                              recovered=_copy_of(walk, sound, j) is not None)
+                log.debug("nblog: bad frame in %s at %d: %s", self.path, base + p, err)
+        self._report()
+        return stopped
 
     def _frame(self, kind: int, payload: memoryview, delta: Delta) -> None:
         if kind == F.FRAME_COLUMNS:  # kept as it is: decoded by whoever reads the points
             cols = _Columns(payload)  # its head checked here: ValueError skips the frame
+            if self._tags_lost is not None:
+                self._count_orphans(*cols.tag_counts())
             if self.first_step is None:
                 self._first_step_of(cols.records())
             if cols.n:
@@ -320,6 +484,8 @@ class LogFile:
                 raise ValueError("points payload is not a whole number of records")
             # a view into the bytes just read, not a copy (they stay alive while it does)
             raw = payload
+            if self._tags_lost is not None:
+                self._count_orphans([rec[2] for rec in F.POINT.iter_unpack(raw)])
             if self.first_step is None:
                 self._first_step_of(F.POINT.iter_unpack(raw))
             if len(raw):
@@ -333,6 +499,8 @@ class LogFile:
                 self.tags[tid] = (tkind, name)
         elif kind == F.FRAME_TEXT:
             items = F.decode_texts(payload.tobytes())
+            if self._tags_lost is not None:
+                self._count_orphans([x[1] for x in items])
             if items and self.first_step is None:
                 self.first_step = items[0][0]
             delta.texts.extend(items)
@@ -340,6 +508,8 @@ class LogFile:
                 self.texts.extend(items)
         elif kind == F.FRAME_MEDIA:
             refs = F.decode_media(payload.tobytes())
+            if self._tags_lost is not None:
+                self._count_orphans([x[1] for x in refs])
             if refs and self.first_step is None:
                 self.first_step = refs[0][0]
             delta.media.extend(refs)
@@ -454,6 +624,63 @@ class LogFile:
         return out
 
 
+def damage_record(d: Damage, rank: int, session: int, path: str) -> dict:
+    """One damaged range as readers list it (``RunReader.damage``, ``nb show --json``)."""
+    return {"rank": rank, "session": session, "path": path, "start": d.start, "stop": d.stop, "bytes": d.size,
+            "frame": d.frame, "points": d.points, "lost": not d.recovered}
+
+
+def _points_in(kind: int, payload: memoryview) -> int | None:
+    """The points a damaged frame of ``kind`` held, where its payload still says: a
+    POINTS frame's length; a COLUMNS head whose count fits the frame's length (checked
+    against it, ``F.columns_head``). None: not a points frame, or not known."""
+    if kind == F.FRAME_POINTS:
+        return len(payload) // F.POINT_SIZE
+    if kind == F.FRAME_COLUMNS:
+        try:
+            return F.columns_head(payload)[0]
+        except ValueError:
+            return None
+    return None
+
+
+def _copy_of(walk: list[tuple[int, int, int, int]], sound: list[bool], j: int) -> int | None:
+    """Whether entry ``j`` of ``walk`` (``(pos, kind, stop, crc)`` each; kind -1: bytes
+    that are no frame) is one of the two copies of a frame type written twice
+    (``F.DOUBLED_FRAMES``) and the other copy, right before or after it with the same
+    length (and type, where the damaged one's header says it), passed its checksum: then
+    nothing was lost. A copy whose header is damaged is bytes that are no frame, as long
+    as the frame, up to the frame after it. Returns the copy's frame type, or None."""
+    p, kind, stop, _crc = walk[j]
+    if kind >= 0 and kind not in F.DOUBLED_FRAMES:
+        return None
+    for k in (j - 1, j + 1):
+        if 0 <= k < len(walk) and sound[k]:
+            q, other, qstop, _ = walk[k]
+            if (other == kind or (kind < 0 and other in F.DOUBLED_FRAMES)) and qstop - q == stop - p \
+                    and (qstop == p or q == stop):
+                return other
+    return None
+
+
+def _session_at(data: bytes, pos: int) -> dict | None:
+    """The session header (a dict) framed at ``data[pos:]``, when the frame is whole and
+    passes both checksums; else None."""
+    hsize = F.FRAME_HEADER_SIZE
+    if len(data) - pos < hsize:
+        return None
+    magic, kind, length, crc, hcrc = F.FRAME_HEADER.unpack_from(data, pos)
+    stop = pos + hsize + length
+    if (magic != F.FRAME_MAGIC or kind != F.FRAME_SESSION or zlib.crc32(data[pos : pos + 12]) != hcrc
+            or stop > len(data) or zlib.crc32(data[pos + hsize : stop]) != crc):
+        return None
+    try:
+        obj = F.loads_json(data[pos + hsize : stop])
+    except ValueError:
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
 def _unwrap(ms32: np.ndarray, start: int) -> np.ndarray:
     """Undo the 2**32 wrap of u32 milliseconds, continuing after ``start``: the rule of
     :mod:`nblog.reader._wrap` (:func:`~nblog.reader._wrap.unwrap_ms_array`)."""
@@ -461,33 +688,34 @@ def _unwrap(ms32: np.ndarray, start: int) -> np.ndarray:
 
 
 def read_header(path: str, limit: int = 1 << 16) -> dict:
-    """The session header of an event log, reading at most ``limit`` bytes; {} if none."""
-    lf = LogFile(path, keep=False)
+    """The session header of an event log, reading at most ``limit`` bytes; {} if none.
+
+    The header is written twice (``F.DOUBLED_FRAMES``): a damaged first copy is read
+    from the second, and a damaged file header is read past when the session header
+    names a format this reader knows (as :class:`LogFile` does)."""
     try:
         with open_regular(path) as f:
             data = f.read(limit)
     except OSError:
         return {}
-    if len(data) < F.FILE_HEADER.size or data[:4] != F.FILE_MAGIC:
-        return {}
-    lf.version = F.FILE_HEADER.unpack_from(data, 0)[1]
-    if lf.version > F.FORMAT_VERSION:
+    if len(data) < F.FILE_HEADER.size:
         return {}
     pos = F.FILE_HEADER.size
-    if len(data) - pos < F.FRAME_HEADER_SIZE:
+    head = _session_at(data, pos)
+    if head is None and len(data) - pos >= F.FRAME_HEADER_SIZE:  # the second copy
+        magic, _kind, length, _crc, hcrc = F.FRAME_HEADER.unpack_from(data, pos)
+        if magic == F.FRAME_MAGIC and zlib.crc32(data[pos : pos + 12]) == hcrc:
+            head = _session_at(data, pos + F.FRAME_HEADER_SIZE + length)
+        else:
+            nxt = data.find(F.FRAME_MAGIC, pos + 1)
+            head = _session_at(data, nxt) if nxt > 0 else None
+    if head is None:
         return {}
-    magic, kind, length, crc, _h = F.FRAME_HEADER.unpack_from(data, pos)
-    stop = pos + F.FRAME_HEADER_SIZE + length
-    if magic != F.FRAME_MAGIC or kind != F.FRAME_SESSION or stop > len(data):
-        return {}
-    payload = data[pos + F.FRAME_HEADER_SIZE : stop]
-    if zlib.crc32(payload) != crc:
-        return {}
-    try:
-        obj = F.loads_json(payload)
-    except ValueError:
-        return {}
-    return obj if isinstance(obj, dict) else {}
+    magic, version, _flags = F.FILE_HEADER.unpack_from(data, 0)
+    if magic == F.FILE_MAGIC and 1 <= version <= F.FORMAT_VERSION:
+        return head
+    named = head.get("format_version")  # the file header is damaged, or the file is newer
+    return head if named.__class__ is int and 1 <= named <= F.FORMAT_VERSION else {}
 
 
 def _columns_of(payload: memoryview, head: tuple[int, ...] | None = None) -> dict[str, np.ndarray]:

@@ -24,7 +24,7 @@ from ..format import _format as F
 from ..format._names import check_name
 from ..format._runfile import read_run_json_retrying
 from ._catalog import paused_gc, resolve_run
-from ._logfile import LogFile, _unwrap
+from ._logfile import LogFile, _unwrap, damage_record
 from ._rankfiles import KIND_CODES, RankFiles, active_offsets, hide_thresholds, read_all
 from ._select import tag_set as _as_tags
 
@@ -221,7 +221,8 @@ class RunReader:
     def sessions(self, rank: int = 0) -> list[dict]:
         """One dict per session of ``rank``: session, path, size_bytes, host, pid,
         wall_start, first_step, points, hidden_points, end (the END frame or None),
-        dropped (counters), skipped_bytes, pending_bytes, unknown_frames, restart_counts."""
+        dropped (counters), skipped_bytes, pending_bytes, unknown_frames, restart_counts,
+        damage (each damaged range skipped, as :meth:`damage` gives them)."""
         files = self._rank_files(rank)
         thresholds = self._thresholds(files)
         out = []
@@ -263,9 +264,22 @@ class RunReader:
                     "pending_bytes": lf.pending_bytes,
                     "unknown_frames": lf.unknown_frames,
                     "restart_counts": lf.header.get("restart_counts") or {},
+                    "damage": [damage_record(d, rank, s, lf.path) for d in lf.damage],
                 }
             )
         return out
+
+    def damage(self) -> list[dict]:
+        """Every damaged range of the event logs this reader has read so far (each also
+        issued as a :class:`~nblog.DamagedLogWarning` when it was read), rank by rank, in
+        file order: rank, session, path, start and stop (byte offsets in the file),
+        bytes, frame (what the bytes held: "points", "tag definitions", ...; None where
+        a frame header was damaged), points (left out, where known; else None), lost
+        (False: a damaged copy of a frame written twice whose other copy was read, or a
+        damaged file header read past: nothing was lost). ``[]``: nothing damaged."""
+        rf = self._files
+        return [damage_record(d, r, s, lf.path) for r in rf.opened() for s, lf in rf.sessions(r)
+                for d in lf.damage]
 
     def tags(self, rank: int = 0, kind: str | None = "scalar") -> list[str]:
         """Sorted tag names of ``rank`` of one kind ("scalar", "timer", "system",

@@ -197,7 +197,7 @@ def overview(reader: RunReader, tags: str | Iterable[str] | None = None) -> dict
     config_changes: :func:`config_changes` against the run's config), files (one per event
     log: rank, session, file, size_bytes, host, pid, wall_start, duration_s, first_step,
     last_step, points, hidden_points, closed, end_status, dropped, skipped_bytes,
-    pending_bytes, unknown_frames), media (:func:`media_pack` per rank that logged
+    pending_bytes, unknown_frames, damage: :meth:`RunReader.damage`'s entries), media (:func:`media_pack` per rank that logged
     media), machines (:meth:`RunReader.machines` plus system_tags), tags
     (:func:`tag_table`), dropped (counter → points dropped, all ranks and sessions),
     problems (skipped_bytes, unknown_frames, pending_bytes, media_missing, media_not_visible:
@@ -235,6 +235,7 @@ def overview(reader: RunReader, tags: str | Iterable[str] | None = None) -> dict
                     "skipped_bytes": s["skipped_bytes"],
                     "pending_bytes": s["pending_bytes"],
                     "unknown_frames": s["unknown_frames"],
+                    "damage": s["damage"],
                 }
             )
             hidden_by_session[s["session"]] += s["hidden_points"]

@@ -8,7 +8,10 @@ GIL), and there too, in one ``+=`` each, the dict blocks of ``add_scalar({...})`
 text of the same drain). The writer thread wakes every
 ``flush_interval`` seconds, takes what is there in chunks of at most 1 MiB (so it
 never holds the GIL for long), frames it and appends it to the file with ``os.write``;
-points go out as COLUMNS frames (``F.encode_columns``: 12-16 bytes a point).
+points go out as COLUMNS frames (``F.encode_columns``: 12-16 bytes a point) of at most
+``F.FRAME_POINTS_MAX`` points (``F.point_frames``), and the session header and tag
+definitions twice in a row (``F.doubled``): one damaged byte costs at most one frame of
+points (see ``nblog/format/_format.py``).
 
 Media is encoded by a second thread (``nblog-media``, started when the first media item
 is seen), one item after another, each reference written as soon as its blob is in the
@@ -45,7 +48,7 @@ from ..format import _envelope as E
 from ..format import _format as F
 from ._device import resolve as _resolve_device
 
-_CHUNK = (1 << 20) // F.POINT_SIZE * F.POINT_SIZE  # points per frame: at most 1 MiB
+_CHUNK = (1 << 20) // F.POINT_SIZE * F.POINT_SIZE  # bytes of records taken at a time: at most 1 MiB
 _MAX_BACKLOG = 256 << 20  # bytes of points kept in memory while the disk lags
 _MEDIA_CHUNK = 8  # media references per MEDIA frame, at most
 _MEDIA_BATCH_S = 0.05  # a MEDIA frame gathers the references encoded within this many seconds
@@ -228,7 +231,7 @@ class Writer:
         self._fd = create_exclusive(path)
         self._size = 0
         self._last_write = time.monotonic()
-        self._write(F.file_header() + F.json_frame(F.FRAME_SESSION, header))
+        self._write(F.file_header() + F.doubled(F.json_frame(F.FRAME_SESSION, header)))
         self._thread = threading.Thread(target=self._loop, name="nblog-writer", daemon=True)
         self._thread.start()
 
@@ -484,7 +487,7 @@ class Writer:
                     self._system_tids.add(tid)
                 elif kind == F.KIND_SCALAR and self._summary_on:
                     self._scalar_names[tid] = name
-            if not self._write(F.frame(F.FRAME_TAGS, F.encode_tag_defs(defs)), "tags"):
+            if not self._write(F.doubled(F.frame(F.FRAME_TAGS, F.encode_tag_defs(defs))), "tags"):
                 # A record never goes before its tag's definition: keep the definitions
                 # for the next drain, drop (and count) what this drain would have written.
                 self.tag_defs[:0] = defs
@@ -502,9 +505,9 @@ class Writer:
                 break
             del self.points[:take]
             n_points -= take
-            columns = F.encode_columns(chunk)  # 12-16 bytes a point instead of 24
-            data = F.frame(F.FRAME_POINTS, chunk) if columns is None else F.frame(F.FRAME_COLUMNS, columns)
-            if not self._write(data, "points"):
+            # COLUMNS frames (12-16 bytes a point instead of 24) of at most
+            # F.FRAME_POINTS_MAX points: what one damaged byte can cost
+            if not self._write(F.point_frames(chunk), "points"):
                 self.dropped["write_error"] += count
             else:
                 self._wrote_step(max(memoryview(chunk).cast("q")[::3]))  # record i's step: item 3i

@@ -354,15 +354,19 @@ def test_points_whose_tag_definition_is_corrupt_are_skipped_never_shown_under_an
     path = Path(run.dir) / "events.r0.s0.log"
     log = bytearray(path.read_bytes())
     tags_frames = [p for p in frame_ends(bytes(log))[:-1] if log[p + 3] == F.FRAME_TAGS]
-    assert len(tags_frames) == 2
-    log[tags_frames[1] + F.FRAME_HEADER_SIZE] ^= 0x01  # in b's definition: the payload fails its checksum
+    assert len(tags_frames) == 4  # each definition written twice (F.DOUBLED_FRAMES)
+    for at in tags_frames[2:]:  # both copies of b's definition: each payload fails its checksum
+        log[at + F.FRAME_HEADER_SIZE] ^= 0x01
     path.write_bytes(bytes(log))
 
     want = [(s, tag, v) for s in range(20) for tag, v in (("a", float(s)), ("c", 0.5))]
     r = nb.RunReader(run.dir)
-    assert r.scalars()[["step", "tag", "value"]].rows() == want
+    with pytest.warns(nb.DamagedLogWarning, match="10 points of the tags it defined were left out"):
+        assert r.scalars()[["step", "tag", "value"]].rows() == want
     (s0,) = r.sessions()
     assert s0["skipped_bytes"] > 0 and s0["points"] == 40
+    assert [(d["frame"], d["points"], d["lost"]) for d in r.damage()] == [("tag definitions", None, True),
+                                                                          ("tag definitions", 10, True)]
     live = LiveRun(run.dir)
     series = live.series(0, ["a", "c"], "scalar")
     assert series["a"].x("step").tolist() == list(range(20))

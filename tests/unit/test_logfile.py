@@ -216,14 +216,15 @@ def test_a_newer_format_version_is_refused_by_run_reader(tmp_path):
         nb.RunReader(str(run_dir)).scalars()
 
 
-def test_a_file_that_is_not_an_event_log_is_skipped_with_a_warning(tmp_path, caplog):
-    caplog.set_level(logging.WARNING, "nblog")
+def test_a_file_that_is_not_an_event_log_is_skipped_with_a_warning(tmp_path):
     junk = b"PK\x03\x04 this is a zip file" * 10
     lf = LogFile(write(tmp_path / "f.log", junk))
-    lf.poll()
+    with pytest.warns(nb.DamagedLogWarning, match="not an nb event log") as seen:
+        lf.poll()
     assert len(lf.points()) == 0
     assert lf.skipped_bytes == len(junk)
-    assert any("not an nb event log" in r.getMessage() for r in caplog.records)
+    (w,) = seen
+    assert (w.message.start, w.message.stop, w.message.lost) == (0, len(junk), True)
 
 
 def test_corruption_is_reported_by_run_reader_sessions(tmp_path):
