@@ -17,7 +17,7 @@ is reset by :func:`watching`).
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from nblog import DamagedLogWarning
@@ -32,6 +32,7 @@ class _State:
     allowed = False  # --allow-damaged
     lost = 0  # warnings of damage that lost data
     held: list[str] | None = None  # lines kept while a full-screen app owns the terminal
+    listeners: list[Callable[[str], None]] = []  # told each line (from the thread that read it)
 
 
 def allow(value: bool) -> bool:
@@ -45,6 +46,15 @@ def hold() -> None:
     """Keep the warnings instead of printing them, until :func:`release` (``nb tui``)."""
     if _State.held is None:
         _State.held = []
+
+
+def listen(callback: Callable[[str], None]) -> None:
+    """Call ``callback(line)`` for each damaged range reported from now on, in the thread
+    that read it, and at once for those held so far (``nb tui`` shows each in a
+    notification)."""
+    _State.listeners.append(callback)
+    for line in list(_State.held or ()):
+        callback(line)
 
 
 def release() -> None:
@@ -75,7 +85,7 @@ def conclude() -> None:
 def watching() -> Iterator[None]:
     """Around one command: print every :class:`~nblog.DamagedLogWarning` on stderr (each
     range once), count those that lost data; other warnings are shown as usual."""
-    _State.allowed, _State.lost, _State.held = False, 0, None
+    _State.allowed, _State.lost, _State.held, _State.listeners = False, 0, None, []
     with warnings.catch_warnings():  # restores the filters and showwarning after
         warnings.simplefilter("always", DamagedLogWarning)
         seen: set[tuple[str, int, int, int | None]] = set()  # each range once (a second reader reads it again)
@@ -99,6 +109,8 @@ def watching() -> Iterator[None]:
                 _State.held.append(text)
             else:
                 warn(text)
+            for callback in _State.listeners:
+                callback(text)
 
         warnings.showwarning = show
         yield

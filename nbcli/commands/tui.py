@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from .. import _damage as damage
 from .._options import AllowDamaged, Root
 
 
@@ -69,16 +70,24 @@ def tui(
             project = target
         else:
             runs = [resolve_run(target, root)]  # errors reach nb's error boundary
-    lives = None
-    if runs:  # read the run while Textual imports and starts
-        from ..tui.preload import start
+    # damaged bytes read while Textual owns the terminal: a notification each, and the warning
+    # lines once the terminal is restored (the exit status is nb's rule: nbcli._damage)
+    damage.hold()
+    try:
+        lives = None
+        if runs:  # read the run while Textual imports and starts
+            from ..tui.preload import start
 
-        lives = start(runs)
-    from ..tui.app import NbTui
+            lives = start(runs)
+        from ..tui.app import NbTui
 
-    app = _reporting(NbTui)(root=root, runs=runs, project=project, poll_s=interval, image_mode=images.value,
-                            lives=lives, group=group)
-    app.run()
+        app = _reporting(NbTui)(root=root, runs=runs, project=project, poll_s=interval, image_mode=images.value,
+                                lives=lives, group=group)
+        damage.listen(lambda line: app.notify(line, title="damaged event log: bytes skipped", severity="warning",
+                                              timeout=30, markup=False))
+        app.run()
+    finally:
+        damage.release()
     if app.failure is not None:  # the terminal is restored: nb's error boundary reports it
         raise app.failure
     if app.return_code:

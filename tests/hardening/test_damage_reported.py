@@ -10,9 +10,12 @@ whose output lacks them exit 3 unless ``--allow-damaged``; a flipped byte costs 
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 import textwrap
+import time
 import warnings
 from pathlib import Path
 
@@ -207,3 +210,37 @@ def test_points_of_a_lost_tag_definition_are_counted(tmp_path):
     (d,) = lf.damage
     assert (d.start, d.stop, d.frame, d.points, d.recovered) == (len(head), len(head) + len(tags),
                                                                  "tag definitions", 10_000, False)
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux (scripts/smoke_wheel.sh installs it)")
+def test_nb_tui_shows_the_damage_and_exits_3(small):
+    """In a real terminal (tmux): a notification names the damage while the viewer runs,
+    the warning line is printed once the terminal is restored, and the status is 3."""
+    log, original = small
+    flip(log, middle_of_the_points(original), original)
+    session = f"nbdmg{os.getpid()}"
+    tmux = shutil.which("tmux")
+
+    def screen() -> str:
+        return subprocess.run([tmux, "capture-pane", "-p", "-J", "-t", session], capture_output=True,
+                              text=True).stdout
+
+    def wait_for(text: str) -> None:
+        deadline = time.monotonic() + 120
+        while text not in screen():
+            assert time.monotonic() < deadline, f"{text!r} not seen; screen:\n{screen()}"
+            time.sleep(0.2)
+
+    try:
+        cmd = " ".join(f"'{a}'" for a in [sys.executable, "-c", CODE, "tui", RUN, "--root", str(log.parents[2])])
+        subprocess.run([tmux, "new-session", "-d", "-s", session, "-x", "160", "-y", "40",
+                        "-e", f"PYTHONPATH={clean_env()['PYTHONPATH']}", "-e", "TERM=xterm-256color",
+                        f"{cmd}; echo nb-exit=$?; sleep 60"], check=True)
+        wait_for("damaged event log")
+        subprocess.run([tmux, "send-keys", "-t", session, "q"], check=True)
+        wait_for("nb-exit=")
+        after = screen()
+        assert "nb-exit=3" in after and "900 points left out" in after, after
+    finally:
+        subprocess.run([tmux, "kill-session", "-t", session], capture_output=True)
+        log.write_bytes(original)
