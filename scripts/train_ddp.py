@@ -298,4 +298,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    # Leave without finalizing the interpreter (README, Pitfalls): torch's gloo can abort a rank
+    # at exit after its work is done ("terminate called without an active exception", SIGABRT),
+    # its worker threads destroying work objects while the interpreter is torn down. Everything
+    # is written by now: nb's run finished and the process group destroyed in main().
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
