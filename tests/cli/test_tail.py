@@ -9,7 +9,10 @@ import sys
 import threading
 import time
 
+import pytest
 from cli_helpers import clean_env, run_ranks, start, torchrun_env
+
+pytestmark = pytest.mark.timing  # run again beside a CPU hog: scripts/test_loaded.sh
 
 
 def events(cli, runs, *args):

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+pytestmark = pytest.mark.timing  # run again beside a CPU hog: scripts/test_loaded.sh
+
 
 def report(cli, runs, *args):
     result = cli("timers", "ddp-00000001", "--root", str(runs), "--json", *args)

@@ -5,8 +5,12 @@ from __future__ import annotations
 import json
 import random
 
+import pytest
+
 from nblog.reader._tail import Event
 from nblog.reader._watch import Progress, Spike, Watcher, stall_alerts
+
+pytestmark = pytest.mark.timing  # run again beside a CPU hog: scripts/test_loaded.sh
 
 
 def alerts(cli, runs, run, *args):

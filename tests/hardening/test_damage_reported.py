@@ -212,6 +212,7 @@ def test_points_of_a_lost_tag_definition_are_counted(tmp_path):
                                                                  "tag definitions", 10_000, False)
 
 
+@pytest.mark.timing
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux (scripts/smoke_wheel.sh installs it)")
 def test_nb_tui_shows_the_damage_and_exits_3(small):
     """In a real terminal (tmux): a notification names the damage while the viewer runs,

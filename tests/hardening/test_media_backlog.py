@@ -17,9 +17,12 @@ import signal
 import textwrap
 import time
 
+import pytest
 from hardkit import clean_env, communicate, start_child
 
 import nblog as nb
+
+pytestmark = pytest.mark.timing  # run again beside a CPU hog: scripts/test_loaded.sh
 
 N_IMAGES = 80  # 1000x1000 RGB noise: 240 MB queued, under the 512 MiB backlog limit
 RUN_ID = "burst-00000000"

@@ -16,9 +16,12 @@ import json
 import signal
 import textwrap
 
+import pytest
 from hardkit import clean_env, communicate, start_child
 
 import nblog as nb
+
+pytestmark = pytest.mark.timing  # run again beside a CPU hog: scripts/test_loaded.sh
 
 N = 3000
 PRELUDE = "import os, signal, sys, time\nimport nblog as nb\n"

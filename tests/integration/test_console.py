@@ -15,7 +15,10 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 from _nbproc import HANG_GUARD_S, base_env
+
+pytestmark = pytest.mark.timing  # run again beside a CPU hog: scripts/test_loaded.sh
 
 CHILD = Path(__file__).resolve().parent / "_scripts" / "console_child.py"
 LINE = re.compile(rb"^(\d+\.\d{3})\t(-|\d+)\t([oe!])\t([^\n]*)$")

@@ -16,6 +16,8 @@ from _nbproc import base_env, read_line, start_code, wait
 
 import nblog as nb
 
+pytestmark = pytest.mark.timing  # run again beside a CPU hog: scripts/test_loaded.sh
+
 N = 5000
 
 

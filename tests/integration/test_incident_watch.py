@@ -28,7 +28,7 @@ import nblog as nb
 
 LOOPBACK = ["env", "NB_LOOPBACK=require", "bash", str(REPO / "scripts" / "loopback.sh")]
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timing]
 
 
 def _env(root: Path, run_id: str) -> dict[str, str]:

@@ -16,9 +16,12 @@ import textwrap
 from pathlib import Path
 
 import polars as pl
+import pytest
 from _nbproc import base_env
 
 import nblog as nb
+
+pytestmark = pytest.mark.timing  # run again beside a CPU hog: scripts/test_loaded.sh
 
 NB = [sys.executable, "-c", "from nbcli.app import main; main()"]
 

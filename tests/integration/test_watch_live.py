@@ -16,7 +16,10 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from _nbproc import base_env
+
+pytestmark = pytest.mark.timing  # run again beside a CPU hog: scripts/test_loaded.sh
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "tests" / "integration" / "_scripts" / "watch_rank.py"

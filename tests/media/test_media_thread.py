@@ -16,6 +16,8 @@ from _media_helpers import dropped
 import nblog as nb
 from nblog.media import _media_encode
 
+pytestmark = pytest.mark.timing  # run again beside a CPU hog: scripts/test_loaded.sh
+
 SLOW_S = 0.2
 
 

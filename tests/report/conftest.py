@@ -21,6 +21,7 @@ from report_helpers import SPIKE_STEP, SPIKE_VALUE, write_run  # noqa: E402
 CHROMIUM = os.environ.get("NB_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("NB_CHROMEDRIVER", "/usr/bin/chromedriver")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--no-default-browser-check", "--disable-default-apps", "--disable-extensions",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          "--disable-dev-shm-usage", "--window-size=1400,1000", "--hide-scrollbars",
          "--proxy-server=127.0.0.1:9", "--proxy-bypass-list=<-loopback>"]
@@ -70,7 +71,9 @@ def artifacts(tmp_path_factory) -> Path:
 @pytest.fixture()
 def browser(tmp_path):
     """A fresh headless Chromium with an empty profile, network requests blocked, and
-    the browser and performance logs recorded."""
+    the browser and performance logs recorded. Every test is Chromium's first start on a
+    new machine: its home, config and cache folders are new and empty (a machine where it
+    ran before gives the same answer), first-run pages off."""
     if not (shutil.which(CHROMIUM) and shutil.which(CHROMEDRIVER)):
         _missing(f"{CHROMIUM} or {CHROMEDRIVER} is not installed")
     try:
@@ -84,7 +87,11 @@ def browser(tmp_path):
         opts.add_argument(flag)
     opts.add_argument(f"--user-data-dir={tmp_path / 'profile'}")
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    fresh = {name: str(tmp_path / folder) for name, folder in
+             (("HOME", "home"), ("XDG_CONFIG_HOME", "config"), ("XDG_CACHE_HOME", "cache"))}
+    for folder in fresh.values():
+        os.makedirs(folder, exist_ok=True)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER, env={**os.environ, **fresh}), options=opts)
     try:
         driver.execute_cdp_cmd("Network.enable", {})
         driver.execute_cdp_cmd("Network.setBlockedURLs", {"urls": BLOCKED})

@@ -16,6 +16,8 @@ from typer.testing import CliRunner
 from nbcli.app import app
 from nbcli.report import _data
 
+pytestmark = pytest.mark.timing  # run again beside a CPU hog: scripts/test_loaded.sh
+
 
 def nb(*args: str):
     return CliRunner().invoke(app, list(args), env={"COLUMNS": "200", "NB_DIR": None})

@@ -11,6 +11,8 @@ import pytest
 
 from nbcli.report import _series as S
 
+pytestmark = pytest.mark.timing  # run again beside a CPU hog: scripts/test_loaded.sh
+
 
 def frame(rank, x, value) -> pl.DataFrame:
     return pl.DataFrame({"rank": np.asarray(rank, np.int32), "x": np.asarray(x), "value": np.asarray(value, np.float64)})

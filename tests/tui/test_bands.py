@@ -13,6 +13,8 @@ from nbcli.tui.app import NbTui
 from nbcli.tui.screens.run import PlotGrid
 from nbcli.tui.widgets.plot import BraillePlot
 
+pytestmark = pytest.mark.timing  # run again beside a CPU hog: scripts/test_loaded.sh
+
 
 @pytest.fixture
 def ranks_root(tmp_path, monkeypatch):

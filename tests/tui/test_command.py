@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
 from typer.testing import CliRunner
 
 from nbcli.app import app
 from nbcli.commands.tui import _is_project
+
+pytestmark = pytest.mark.timing  # run again beside a CPU hog: scripts/test_loaded.sh
 
 
 def test_project_or_run(demo_root):

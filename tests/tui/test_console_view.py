@@ -16,6 +16,8 @@ from nbcli.tui.app import NbTui
 from nbcli.tui.screens.run import CONSOLE_LINES, RunScreen
 from nbcli.tui.widgets.plot import BraillePlot
 
+pytestmark = pytest.mark.timing  # run again beside a CPU hog: scripts/test_loaded.sh
+
 
 def console_file(run_dir: str, rank: int, session: int, lines) -> str:
     path = os.path.join(run_dir, f"console.r{rank}.s{session}.log")

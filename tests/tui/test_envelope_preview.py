@@ -20,6 +20,8 @@ from nbcli.tui.widgets.plot import BraillePlot
 from nbcli.tui.widgets.tagtree import TagTree
 from nblog.reader import RunReader
 
+pytestmark = pytest.mark.timing  # run again beside a CPU hog: scripts/test_loaded.sh
+
 TAGS = [f"m/{k}" for k in range(10)]
 
 

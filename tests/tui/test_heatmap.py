@@ -18,6 +18,8 @@ from nbcli.tui.app import NbTui
 from nbcli.tui.widgets.heatmap import HeatRowsView, RankHeatMap, heat_data
 from nblog.format import _format as F
 
+pytestmark = pytest.mark.timing  # run again beside a CPU hog: scripts/test_loaded.sh
+
 RID = "heat-0000beef"
 WORLD, PER_HOST, STEPS = 48, 8, 60
 

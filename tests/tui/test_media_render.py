@@ -28,6 +28,8 @@ from nbcli.tui.widgets.histogram import (
 from nbcli.tui.widgets.mediapane import head_text, middle_cut
 from nbcli.tui.widgets.picture import fit_cells, pick_mode
 
+pytestmark = pytest.mark.timing  # run again beside a CPU hog: scripts/test_loaded.sh
+
 
 def test_resample_keeps_every_count():
     edges = np.array([0.0, 1.0, 2.0, 4.0])

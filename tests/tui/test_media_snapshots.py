@@ -14,6 +14,8 @@ from nbtui_media import write_media_run
 from nbcli.tui.app import NbTui
 from nbcli.tui.widgets.medialist import MediaList
 
+pytestmark = pytest.mark.timing  # run again beside a CPU hog: scripts/test_loaded.sh
+
 SIZES = [pytest.param((100, 30), id="100x30"), pytest.param((80, 24), id="80x24")]
 
 

@@ -35,6 +35,8 @@ from nbcli.tui.widgets.picture import Picture
 from nblog.format import _format as F
 from nblog.media._media_encode import histogram_stats
 
+pytestmark = pytest.mark.timing  # run again beside a CPU hog: scripts/test_loaded.sh
+
 
 @pytest.fixture
 def media_run(tmp_path, monkeypatch):

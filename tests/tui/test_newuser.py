@@ -17,6 +17,8 @@ from nbcli.tui.app import NbTui
 from nbcli.tui.screens.run import RunScreen
 from nbcli.tui.widgets.plot import BraillePlot
 
+pytestmark = pytest.mark.timing  # run again beside a CPU hog: scripts/test_loaded.sh
+
 NB = [sys.executable, "-c", "from nbcli.app import main; main()"]
 
 # -- 1. NO_COLOR ----------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import json
 import os
 
 import numpy as np
+import pytest
 from nbtui_helpers import aio, settle, wait_for
 from nbtui_synth import WALL0, EventFile, header
 from textual.widgets import DataTable, Static
@@ -17,6 +18,8 @@ from nbcli.tui.screens.run import PlotGrid
 from nbcli.tui.widgets.plot import BraillePlot, Line, PlotSpec, render_spec
 from nbcli.tui.widgets.tagtree import TagTree
 from nblog.format import _format as F
+
+pytestmark = pytest.mark.timing  # run again beside a CPU hog: scripts/test_loaded.sh
 
 
 def write(root, project: str, run_id: str, name: str, *, ranks=None, meta=None) -> str:

@@ -23,6 +23,8 @@ from nbcli.tui.widgets.plot import BraillePlot
 from nbcli.tui.widgets.tagtree import TagTree
 from nblog.format import _format as F
 
+pytestmark = pytest.mark.timing  # run again beside a CPU hog: scripts/test_loaded.sh
+
 
 def header_text(app) -> str:
     return str(app.screen.query_one("#run-header", Static).render())

@@ -13,6 +13,8 @@ from nbtui_synth import RUN_ID
 from nbcli.tui.app import NbTui
 from nbcli.tui.widgets.tagtree import TagTree
 
+pytestmark = pytest.mark.timing  # run again beside a CPU hog: scripts/test_loaded.sh
+
 SIZES = [pytest.param((100, 30), id="100x30"), pytest.param((80, 24), id="80x24")]
 
 

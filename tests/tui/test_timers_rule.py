@@ -15,6 +15,8 @@ from nbcli.tui.model import Request, RunModel
 from nblog.format._format import FORMAT_VERSION, KIND_TIMER
 from nblog.reader import RunReader, timer_report
 
+pytestmark = pytest.mark.timing  # run again beside a CPU hog: scripts/test_loaded.sh
+
 RUN_ID = "timers-0000aaaa"
 
 

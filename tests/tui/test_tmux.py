@@ -14,7 +14,7 @@ import pytest
 
 HERE = os.path.dirname(__file__)
 TMUX = shutil.which("tmux")
-pytestmark = pytest.mark.skipif(TMUX is None, reason="needs tmux")
+pytestmark = [pytest.mark.skipif(TMUX is None, reason="needs tmux"), pytest.mark.timing]
 
 
 def tmux(*args: str) -> str:

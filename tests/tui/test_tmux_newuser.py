@@ -15,7 +15,7 @@ import nbtui_synth as synth
 import pytest
 
 TMUX = shutil.which("tmux")
-pytestmark = pytest.mark.skipif(TMUX is None, reason="needs tmux")
+pytestmark = [pytest.mark.skipif(TMUX is None, reason="needs tmux"), pytest.mark.timing]
 
 
 def tmux(*args: str) -> str:

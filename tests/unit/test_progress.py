@@ -20,6 +20,8 @@ import pytest
 import nblog as nb
 from nblog.write._writer import Writer
 
+pytestmark = pytest.mark.timing  # run again beside a CPU hog: scripts/test_loaded.sh
+
 DEADLINE_S = 20.0
 
 

@@ -17,6 +17,8 @@ import nblog as nb
 from nblog.format._runfile import read_run_json
 from nblog.write import _init as nb_init
 
+pytestmark = pytest.mark.timing  # run again beside a CPU hog: scripts/test_loaded.sh
+
 LAUNCH0 = {"TORCHELASTIC_RUN_ID": "job-7", "TORCHELASTIC_RESTART_COUNT": "0"}
 LAUNCH1 = {"TORCHELASTIC_RUN_ID": "job-7", "TORCHELASTIC_RESTART_COUNT": "1"}
 

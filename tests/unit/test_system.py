@@ -18,6 +18,8 @@ import nblog as nb
 from nblog.system._nvml import parse_cuda_visible_devices
 from nblog.system._system import Sampler
 
+pytestmark = pytest.mark.timing  # run again beside a CPU hog: scripts/test_loaded.sh
+
 FAKES = Path(__file__).resolve().parents[1] / "fakes"
 REPO = Path(__file__).resolve().parents[2]
 
