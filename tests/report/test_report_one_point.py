@@ -158,7 +158,9 @@ def test_a_long_config_value_is_folded_not_wider_than_the_page(browser, pages):
         assert not full.is_displayed()
         shown = cell.text
         assert len(shown) < len(value) and f"{len(value) + 2} characters: show all" in shown
-        cell.find_element(By.TAG_NAME, "summary").click()
+        summary = cell.find_element(By.TAG_NAME, "summary")
+        browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", summary)  # not under the header
+        summary.click()
         assert full.is_displayed()
         assert full.text == json.dumps(value)
         cell_right = cell.rect["x"] + cell.rect["width"]
