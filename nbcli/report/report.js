@@ -43,24 +43,36 @@
     return fmtInt(v);
   }
   function fmtInt(v) { return v == null ? "-" : Math.round(v).toLocaleString("en-US"); }
+  function count(n, word) { return fmtInt(n) + " " + word + (n === 1 ? "" : "s"); }  // "1 point", "2 points"
   function fmtTime(s) { return s == null ? "-" : new Date(s * 1000).toISOString().replace("T", " ").slice(0, 19) + " UTC"; }
   function color(i) { return PALETTE[i % PALETTE.length]; }
   function alpha(hex, a) {
     var n = parseInt(hex.slice(1), 16);
     return "rgba(" + (n >> 16) + "," + ((n >> 8) & 255) + "," + (n & 255) + "," + a + ")";
   }
-  function table(head, rows, rowClass) {
-    var t = el("table"), tr = el("tr");
+  function table(head, rows, rowClass, cls) {
+    var t = el("table", cls ? { cls: cls } : null), tr = el("tr");
     head.forEach(function (h) { tr.appendChild(el("th", { text: h })); });
     t.appendChild(tr);
     rows.forEach(function (r, i) {
       var row = el("tr", rowClass ? { cls: rowClass(i) || "" } : null);
       r.forEach(function (c) {
-        row.appendChild(typeof c === "number" ? el("td", { cls: "num", text: fmt(c) }) : el("td", { text: fmt(c) }));
+        row.appendChild(typeof c === "number" ? el("td", { cls: "num", text: fmt(c) }) : textCell(fmt(c)));
       });
       t.appendChild(row);
     });
     return t;
+  }
+  /* a cell of text: wrapped where it must (a path or a JSON blob has no spaces), and a value
+     longer than LONG_CELL characters folded to its start, the whole of it one click away */
+  var LONG_CELL = 160;
+  function textCell(text) {
+    if (text.length <= LONG_CELL) return el("td", { text: text });
+    return el("td", { cls: "long" }, el("details", null,
+      el("summary", null, el("span", { cls: "cut", text: text.slice(0, LONG_CELL) + "…" }),
+        el("span", { cls: "more", text: " (" + count(text.length, "character") + ": show all)" }),
+        el("span", { cls: "less", text: "show less" })),
+      el("div", { cls: "full", text: text })));
   }
   /* debiased exponential moving average over the non-null values (TensorBoard's slider) */
   function ema(a, w) {
@@ -96,7 +108,7 @@
           if (k === "ranks") return v && v.length ? v.length + " (" + v[0] + "-" + v[v.length - 1] + ")" : "-";
           return Array.isArray(v) ? v.join(", ") : v;
         }));
-      })));
+      }), null, "kv"));
     var conf = {}, order = [];
     DATA.runs.forEach(function (r, i) {
       r.config.forEach(function (kv) {
@@ -111,7 +123,7 @@
       s.appendChild(table(["key"].concat(DATA.runs.map(function (r) { return r.id; })), rows, function (i) {
         var vals = rows[i].slice(1);
         return vals.some(function (v) { return v !== vals[0]; }) ? "differs" : "";
-      }));
+      }, "kv"));
     }
     DATA.runs.forEach(function (r) {
       s.appendChild(el("h3", { text: "Sessions of " + r.id }));
@@ -140,6 +152,27 @@
       ctx.restore();
     };
   }
+  /* uPlot joins a series' values with segments: a value with no other in its series (a
+     metric logged once, the one sample of a machine) has none and would not be seen. The
+     points filter hands uPlot such lone values to draw as dots (spanGaps joins the rest). */
+  function lonePoints(u, si, show) {
+    if (show) return null;  // uPlot draws every point already (a sparse series)
+    var d = u.data[si], at = -1;
+    for (var i = 0; i < d.length; i++) if (d[i] != null) { if (at >= 0) return null; at = i; }
+    return at >= 0 ? [at] : null;
+  }
+  /* the x scale: the data's range; but around a single x value (one step, one sample) uPlot
+     would span steps 0-20 or years of time, so it gets the step +-1 or the time +-1 minute */
+  function xScale(def) {
+    var sc = { time: !!def.time };
+    if (def.x.length === 1) {
+      var x0 = def.x[0], pad = def.time ? 60 : 1;
+      sc.range = function () { return [x0 - pad, x0 + pad]; };
+    }
+    return sc;
+  }
+  var STEP_INCRS = [];  // ticks of a step axis: whole steps only (1, 2, 5, 10, 20, ...)
+  for (var m = 1; m < 1e16; m *= 10) STEP_INCRS.push(m, 2 * m, 5 * m);
   function lineChart(box, def) {
     // def: {x, time, lines: [{label, color, line, lo, hi, per_bucket, width, dash}], marks: [{x, value}]}
     function make() {
@@ -148,19 +181,19 @@
       def.lines.forEach(function (l) {
         var w = def.bucketed ? Math.pow(state.smooth, Math.max(1, l.per_bucket || 1)) : state.smooth;
         data.push(positive(ema(l.line, w)));
-        series.push({ label: l.label, stroke: l.color, width: l.width || 1.5, dash: l.dash, spanGaps: true, points: { show: false }, value: function (u, v) { return fmt(v); } });
+        series.push({ label: l.label, stroke: l.color, width: l.width || 1.5, dash: l.dash, spanGaps: true, points: { filter: lonePoints, fill: l.color }, value: function (u, v) { return fmt(v); } });
         if (l.lo && l.hi) {
           data.push(positive(l.hi)); data.push(positive(l.lo));
           var hi = series.length, lo = hi + 1;
-          series.push({ label: l.bandLabel + " max", stroke: alpha(l.color, 0.5), width: 0.75, spanGaps: true, points: { show: false }, value: function (u, v) { return fmt(v); } });
-          series.push({ label: l.bandLabel + " min", stroke: alpha(l.color, 0.5), width: 0.75, spanGaps: true, points: { show: false }, value: function (u, v) { return fmt(v); } });
+          series.push({ label: l.bandLabel + " max", stroke: alpha(l.color, 0.5), width: 0.75, spanGaps: true, points: { show: false, filter: lonePoints }, value: function (u, v) { return fmt(v); } });
+          series.push({ label: l.bandLabel + " min", stroke: alpha(l.color, 0.5), width: 0.75, spanGaps: true, points: { show: false, filter: lonePoints }, value: function (u, v) { return fmt(v); } });
           bands.push({ series: [hi, lo], fill: alpha(l.color, 0.22) });
         }
       });
       var opts = {
         width: width, height: def.height || 260, series: series, bands: bands,
-        scales: { x: { time: !!def.time }, y: state.logy ? { distr: 3 } : {} },
-        axes: [def.time ? {} : { values: function (u, vals) { return vals.map(fmtStep); } },
+        scales: { x: xScale(def), y: state.logy ? { distr: 3 } : {} },
+        axes: [def.time ? {} : { incrs: STEP_INCRS, values: function (u, vals) { return vals.map(fmtStep); } },
                { size: 64, values: function (u, vals) { return vals.map(fmtAxis); } }],
         cursor: { drag: { x: true, y: false }, points: { show: false } },
         legend: { live: true },
@@ -203,12 +236,12 @@
         sr.nonfinite.forEach(function (m) { marks.push(m); });
         if (sr.nonfinite_total) {
           var f = sr.nonfinite[0];
-          notes.push(el("div", { cls: "note bad", text: sr.run + ": " + fmtInt(sr.nonfinite_total) + " non-finite value" + (sr.nonfinite_total > 1 ? "s" : "") +
+          notes.push(el("div", { cls: "note bad", text: sr.run + ": " + count(sr.nonfinite_total, "non-finite value") +
             " (marked ▲ at the top, ▼ for -inf; first: " + f.value + " at step " + fmtInt(f.x) + ", rank " + f.rank + ")" }));
         }
       });
       var pts = ch.series.reduce(function (a, sr) { return a + sr.points; }, 0);
-      notes.push(el("div", { cls: "note", text: fmtInt(pts) + " points" + (ch.bucketed ? ", shown as " + fmtInt(ch.x.length) + " buckets of " + fmtInt(ch.x.length > 1 ? ch.x[1] - ch.x[0] : 1) + " steps" : ", every point shown") }));
+      notes.push(el("div", { cls: "note", text: count(pts, "point") + (ch.bucketed ? ", shown as " + count(ch.x.length, "bucket") + " of " + count(ch.x.length > 1 ? ch.x[1] - ch.x[0] : 1, "step") : pts > 1 ? ", every point shown" : "") }));
       notes.forEach(function (n) { card.appendChild(n); });
       var c = lineChart(box, { x: ch.x, bucketed: ch.bucketed, lines: lines, marks: marks });
       c.tag = ch.tag;
@@ -288,7 +321,7 @@
         var card = el("div", { cls: "card" }, el("h3", { text: h.tag }));
         s.appendChild(card);
         var who = h.stragglers.length ? "stragglers: " + h.stragglers.map(function (r) { return "rank " + r; }).join(", ") : "no straggler";
-        card.appendChild(el("div", { cls: "note" + (h.stragglers.length ? " bad" : ""), text: who + "; slowest rank " + h.slowest_rank + (h.spread != null ? ", spread " + h.spread.toFixed(2) + "x (slowest mean / median mean)" : "") + "; " + h.ranks.length + " ranks" }));
+        card.appendChild(el("div", { cls: "note" + (h.stragglers.length ? " bad" : ""), text: who + "; slowest rank " + h.slowest_rank + (h.spread != null ? ", spread " + h.spread.toFixed(2) + "x (slowest mean / median mean)" : "") + "; " + count(h.ranks.length, "rank") }));
         heatMap(card, h);
       });
     });
@@ -341,7 +374,7 @@
     DATA.runs.forEach(function (run) {
       var im = run.images;
       if (!im.rows.length) return;
-      s.appendChild(el("h3", { text: run.id + " (" + im.rows.length + " of " + im.total + " images" + (im.failed ? ", " + im.failed + " unreadable" : "") + ")" }));
+      s.appendChild(el("h3", { text: run.id + " (" + fmtInt(im.rows.length) + " of " + count(im.total, "image") + (im.failed ? ", " + fmtInt(im.failed) + " unreadable" : "") + ")" }));
       var box = el("div", { cls: "thumbs" });
       im.rows.forEach(function (x) {
         box.appendChild(el("figure", null, el("img", { src: "data:image/png;base64," + x.png, alt: x.tag }),

@@ -6,7 +6,9 @@ and NB_RUN_ID. Rank 0 logs ``train/loss`` = 1 + 0.5 * cos(step / 300) at every s
 ``nan`` steps and +inf at ``inf`` steps, ``train/lr``, a text and (``image``) an 8x8 image.
 Every rank times ``time/step`` with all_ranks=True; ``slow_rank`` sleeps ``slow_s`` in it.
 With ``system`` local rank 0 samples cpu and memory (and with ``"gpu"`` the GPUs) every
-0.05 s for half a second.
+0.05 s for half a second; with ``"once"`` exactly one sample (the first comes after 1 s,
+the next would after an hour: the rank waits until the first is in its event log).
+``final`` ({tag: value}) is logged once, at the last step (a final metric).
 """
 
 from __future__ import annotations
@@ -19,11 +21,25 @@ import time
 import nblog as nb
 
 
+def _wait_for_one_sample(run: nb.Run) -> None:
+    """Until this rank's first system sample can be read back (a condition, not a time)."""
+    from nblog import RunReader
+
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        run.flush()
+        if len(RunReader(run.dir).system()):
+            return
+        time.sleep(0.05)
+    raise SystemExit("no system sample within 120 s")
+
+
 def main() -> None:
     spec = json.loads(sys.argv[1])
     run = nb.init("plots", run_name=spec.get("name", "spike"), config=spec.get("config", {"lr": 0.001}),
                   system=(["cpu", "memory", "gpu"] if spec.get("system") == "gpu" else ["cpu", "memory"])
-                  if spec.get("system") else False, system_interval=0.05,
+                  if spec.get("system") else False,
+                  system_interval=3600.0 if spec.get("system") == "once" else 0.05,
                   flush_interval=0.2)
     steps = spec.get("steps", 3000)
     timed = spec.get("timed_steps", 200)
@@ -40,6 +56,8 @@ def main() -> None:
         if step in spec.get("inf", []):
             value = float("inf")
         run.add_scalar({"train/loss": value, "train/lr": 1e-3 * (1 + step) ** -0.5}, step=step)
+    if spec.get("final"):
+        run.add_scalar(spec["final"], step=steps - 1)
     run.add_text("notes", spec.get("text", "<script>alert(1)</script> & done"), step=steps - 1)
     if spec.get("image"):
         import numpy as np
@@ -47,7 +65,9 @@ def main() -> None:
         img = np.zeros((8, 8, 3), np.uint8)
         img[:, :4, 0] = 255
         run.add_image("val/sample", img, step=steps - 1, caption="left half red")
-    if spec.get("system"):
+    if spec.get("system") == "once":
+        _wait_for_one_sample(run)
+    elif spec.get("system"):
         time.sleep(0.5)  # a few samples of the machine (local rank 0 samples it)
     run.finish()
 
