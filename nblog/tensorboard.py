@@ -38,12 +38,14 @@ Imports nothing heavy: numpy, Pillow and matplotlib only when media is logged.
 
 from __future__ import annotations
 
+import errno
+import json
 import os
 import re
 import socket
 import time
 import typing
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from . import _log as log
@@ -248,7 +250,15 @@ def export_tfevents(run: str | os.PathLike, out_dir: str | os.PathLike, *,
     What readers of the run see is written, with each point's own step and wall time:
     scalars and timers of every rank, and rank 0's text, images, histograms and audio;
     points a later session hid are left out (``tensorboard --logdir OUT_DIR`` shows the
-    clean curve). Needs the ``tensorboard`` package (the ``tensorboard`` extra).
+    clean curve). Scalars and timers are float64 tensors of TensorBoard's scalars plugin
+    (exact values; what ``SummaryWriter.add_scalar(new_style=True, double_precision=True)``
+    writes); a timer's metadata says it is one (TensorBoard shows the description).
+
+    Each file also records what ``nb import tensorboard`` needs to bring the run back
+    whole (one run, its ranks, sessions and timers), as values of a plugin
+    TensorBoard does not show: the run (``nblog/run``, first) and each session before its
+    records (``nblog/session``); ``man nb-import``. Needs the ``tensorboard`` package (the
+    ``tensorboard`` extra).
 
     Args:
         run: a run id, unique prefix or folder, as :class:`nblog.RunReader` takes.
@@ -261,11 +271,11 @@ def export_tfevents(run: str | os.PathLike, out_dir: str | os.PathLike, *,
     Raises:
         RunNotFoundError, AmbiguousRunError: ``run`` names no run, or several.
         ImportError: tensorboard is not installed.
+        FileExistsError: a ``rank_<k>`` folder holds event files already (an earlier
+            export: TensorBoard would show both); nothing is written.
         OSError: ``out_dir`` cannot be written.
     """
     try:
-        from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, tensor_shape_pb2
-        from tensorboard.plugins.text import metadata as text_metadata
         from tensorboard.summary.writer.event_file_writer import EventFileWriter
     except ImportError as err:
         from .integrations import missing_extra
@@ -275,36 +285,124 @@ def export_tfevents(run: str | os.PathLike, out_dir: str | os.PathLike, *,
     from .reader._reader import RunReader
 
     reader = RunReader(run, root=root)
-    folders = []
-    for rank in reader.ranks():
-        folder = os.path.join(os.fspath(out_dir), f"rank_{rank}")
+    ranks = reader.ranks()
+    folders = [os.path.join(os.fspath(out_dir), f"rank_{rank}") for rank in ranks]
+    for folder in folders:
+        if os.path.isdir(folder) and any("tfevents" in name for name in os.listdir(folder)):
+            raise FileExistsError(errno.EEXIST, "holds TensorBoard event files already (an earlier export?): "
+                                  "TensorBoard would show both; name a new folder", folder)
+    protos = _Protos()
+    run_mark = _run_mark(reader, ranks)
+    for rank, folder in zip(ranks, folders, strict=True):
         os.makedirs(folder, exist_ok=True)
         writer = EventFileWriter(folder)
-        events: list[tuple[float, int, summary_pb2.Summary.Value]] = []
-        for frame in (reader.scalars(rank=rank), reader.timers(rank=rank)):
-            for row in frame.iter_rows(named=True):
-                events.append((row["wall_time"], row["step"],
-                               summary_pb2.Summary.Value(tag=row["tag"], simple_value=row["value"])))
-        if rank == 0:
-            text_meta = text_metadata.create_summary_metadata(display_name=None, description=None)
-            for row in reader.text().iter_rows(named=True):
-                tensor = tensor_pb2.TensorProto(
-                    dtype="DT_STRING", string_val=[row["text"].encode("utf-8")],
-                    tensor_shape=tensor_shape_pb2.TensorShapeProto(dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=1)]),
-                )
-                events.append((row["wall_time"], row["step"], summary_pb2.Summary.Value(
-                    tag=row["tag"] + "/text_summary", metadata=text_meta, tensor=tensor)))
-            events.extend(_media_values(reader, summary_pb2))
-        events.sort(key=lambda e: (e[0], e[1]))
-        for wall, step, value in events:
-            writer.add_event(event_pb2.Event(wall_time=wall, step=step, summary=summary_pb2.Summary(value=[value])))
-        writer.close()
-        folders.append(folder)
+        try:
+            for event in _rank_events(reader, rank, {**run_mark, "rank": rank}, protos):
+                writer.add_event(event)
+        finally:
+            writer.close()
     return folders
 
 
+class _Protos:
+    """TensorBoard's protobuf modules and the metadata every value of a kind shares."""
+
+    def __init__(self) -> None:
+        from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, tensor_shape_pb2
+        from tensorboard.plugins.scalar import metadata as scalar_metadata
+        from tensorboard.plugins.text import metadata as text_metadata
+
+        from .reader._tb_import import EXPORT_PLUGIN, EXPORT_VERSION, TIMER_DESCRIPTION
+
+        self.event_pb2, self.summary_pb2, self.tensor_pb2 = event_pb2, summary_pb2, tensor_pb2
+        self.scalar_shape = tensor_shape_pb2.TensorShapeProto()
+        self.vector_shape = tensor_shape_pb2.TensorShapeProto(dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=1)])
+        self.scalar = scalar_metadata.create_summary_metadata(display_name=None, description=None)
+        self.timer = scalar_metadata.create_summary_metadata(display_name=None, description=TIMER_DESCRIPTION)
+        self.text = text_metadata.create_summary_metadata(display_name=None, description=None)
+        self.nb = summary_pb2.SummaryMetadata(plugin_data=summary_pb2.SummaryMetadata.PluginData(
+            plugin_name=EXPORT_PLUGIN, content=json.dumps({"version": EXPORT_VERSION}).encode()))
+
+    def value(self, kind: str, tag: str, payload: Any, with_metadata: bool) -> Any:
+        """The Summary.Value of one record: a scalar or timer (float64 tensor), a text
+        (string tensor of the text plugin) or media (``payload`` is the value)."""
+        if kind == "media":
+            return payload
+        if kind == "text":
+            tensor = self.tensor_pb2.TensorProto(dtype="DT_STRING", string_val=[payload.encode("utf-8")],
+                                                 tensor_shape=self.vector_shape)
+        else:
+            tensor = self.tensor_pb2.TensorProto(dtype="DT_DOUBLE", double_val=[payload],
+                                                 tensor_shape=self.scalar_shape)
+        if not with_metadata:
+            return self.summary_pb2.Summary.Value(tag=tag, tensor=tensor)
+        metadata = {"scalar": self.scalar, "timer": self.timer, "text": self.text}[kind]
+        return self.summary_pb2.Summary.Value(tag=tag, metadata=metadata, tensor=tensor)
+
+    def mark(self, tag: str, obj: dict) -> Any:
+        """One of nb's marks: ``obj`` as JSON in a string tensor of plugin ``nblog``."""
+        tensor = self.tensor_pb2.TensorProto(dtype="DT_STRING", string_val=[json.dumps(obj).encode("utf-8")],
+                                             tensor_shape=self.scalar_shape)
+        return self.summary_pb2.Summary.Value(tag=tag, metadata=self.nb, tensor=tensor)
+
+    def event(self, wall: float, step: int, value: Any) -> Any:
+        return self.event_pb2.Event(wall_time=wall, step=step, summary=self.summary_pb2.Summary(value=[value]))
+
+
+def _run_mark(reader: RunReader, ranks: list[int]) -> dict:
+    """The run as the ``nblog/run`` mark records it (the rank is added per file)."""
+    from .reader._tb_import import EXPORT_VERSION
+
+    meta = reader.meta
+    return {"version": EXPORT_VERSION, "project": reader.project, "id": reader.id, "name": meta.get("name"),
+            "config": reader.config, "created": meta.get("created"), "world_size": meta.get("world_size"),
+            "status": meta.get("status"), "launcher": meta.get("launcher"), "job_id": meta.get("job_id"),
+            "job_id_source": meta.get("job_id_source"), "hosts": meta.get("hosts"), "ranks": ranks}
+
+
+def _rank_events(reader: RunReader, rank: int, run_mark: dict, p: _Protos) -> Iterator[Any]:
+    """The events of one rank's file: the run mark, then session by session its mark and
+    its records in the order logged (by wall time; scalars before timers at a tie).
+
+    A value carries its plugin's metadata when its tag's previous value in the file was
+    of another kind or there was none (TensorFlow 2 writes it with a tag's first value
+    only, and TensorBoard keeps that one): a tag's first value, and a scalar and a timer
+    of the same tag each time they alternate."""
+    from .reader._tb_import import EXPORT_RUN_TAG, EXPORT_SESSION_TAG, EXPORT_VERSION
+
+    sessions = reader.sessions(rank)
+    files = reader.files(rank)
+    by_session: dict[int, list[tuple[float, int, str, str, Any]]] = {s["session"]: [] for s in sessions}
+    for frame, kind in ((reader.scalars(rank=rank), "scalar"), (reader.timers(rank=rank), "timer")):
+        for s, step, tag, value, wall in frame.select("session", "step", "tag", "value", "wall_time").iter_rows():
+            by_session.setdefault(s, []).append((wall, step, kind, tag, value))
+    if rank == 0:
+        for s, step, tag, text, wall in reader.text().select("session", "step", "tag", "text", "wall_time").iter_rows():
+            by_session.setdefault(s, []).append((wall, step, "text", tag + "/text_summary", text))
+        for s, wall, step, value in _media_values(reader, p.summary_pb2):
+            by_session.setdefault(s, []).append((wall, step, "media", value.tag, value))
+    starts = [float(s["wall_start"]) for s in sessions if isinstance(s.get("wall_start"), (int, float))]
+    wall0 = min(starts, default=None) or run_mark.get("created") or time.time()
+    yield p.event(float(wall0), 0, p.mark(EXPORT_RUN_TAG, run_mark))
+    headers = {s["session"]: lf.header for s, lf in zip(sessions, files, strict=True)}
+    first_steps = {s["session"]: s["first_step"] for s in sessions}
+    last_kind: dict[str, str] = {}
+    for s in sorted(by_session):
+        header = headers.get(s, {})
+        info = {"version": EXPORT_VERSION, "session": s, "host": header.get("host"), "pid": header.get("pid"),
+                "wall_start": header.get("wall_start"), "local_rank": header.get("local_rank"),
+                "first_step": first_steps.get(s)}
+        start = info["wall_start"] if isinstance(info["wall_start"], (int, float)) else wall0
+        yield p.event(float(start), info["first_step"] or 0, p.mark(EXPORT_SESSION_TAG, info))
+        records = by_session.pop(s)
+        records.sort(key=lambda e: e[0])  # stable: the logged order at a tie
+        for wall, step, kind, tag, payload in records:
+            yield p.event(wall, step, p.value(kind, tag, payload, last_kind.get(tag) != kind))
+            last_kind[tag] = kind
+
+
 def _media_values(reader: RunReader, summary_pb2: Any) -> list:
-    """(wall time, step, Summary.Value) of rank 0's images, audio and histograms."""
+    """(session, wall time, step, Summary.Value) of rank 0's images, audio and histograms."""
     out = []
     for rec in reader.media().iter_rows(named=True):
         if rec["kind"] == "image" and rec["format"] in ("png", "jpeg"):
@@ -315,7 +413,7 @@ def _media_values(reader: RunReader, summary_pb2: Any) -> list:
                 continue
             image = summary_pb2.Summary.Image(height=rec["height"] or 0, width=rec["width"] or 0,
                                               colorspace=rec["channels"] or 0, encoded_image_string=blob)
-            out.append((rec["wall_time"], rec["step"], summary_pb2.Summary.Value(tag=rec["tag"], image=image)))
+            out.append((rec["session"], rec["wall_time"], rec["step"], summary_pb2.Summary.Value(tag=rec["tag"], image=image)))
         elif rec["kind"] == "audio":
             try:
                 blob = reader.media_bytes(rec)
@@ -325,14 +423,14 @@ def _media_values(reader: RunReader, summary_pb2: Any) -> list:
             audio = summary_pb2.Summary.Audio(sample_rate=float(rec["sample_rate"] or 0),
                                               num_channels=rec["channels"] or 1,
                                               encoded_audio_string=blob, content_type="audio/wav")
-            out.append((rec["wall_time"], rec["step"], summary_pb2.Summary.Value(tag=rec["tag"], audio=audio)))
+            out.append((rec["session"], rec["wall_time"], rec["step"], summary_pb2.Summary.Value(tag=rec["tag"], audio=audio)))
     hist = reader.histograms()
-    for (tag, step), group in hist.group_by(["tag", "step"], maintain_order=True):
+    for (session, tag, step, wall), group in hist.group_by(["session", "tag", "step", "wall_time"], maintain_order=True):
         first = group.row(0, named=True)
         proto = summary_pb2.HistogramProto(
             min=first["min"] or 0.0, max=first["max"] or 0.0, num=float(first["num"]),
             sum=first["sum"] or 0.0, sum_squares=first["sum_squares"] or 0.0,
             bucket_limit=group["bin_right"].to_list(), bucket=[float(c) for c in group["count"].to_list()],
         )
-        out.append((first["wall_time"], step, summary_pb2.Summary.Value(tag=tag, histo=proto)))
+        out.append((session, wall, step, summary_pb2.Summary.Value(tag=tag, histo=proto)))
     return out

@@ -92,9 +92,11 @@ def export(
     symlink is followed, and a device, FIFO or /dev/fd/N is written in place, as cp does.
 
     --format tfevents -o DIR writes TensorBoard event files instead (DIR/rank_<k>: every
-    rank's scalars and timers, rank 0's text, images, audio and histograms, each with its
-    own step and wall time, hidden points left out); --rank, --tag, --kind and
-    --include-hidden do not apply to it. Needs the tensorboard package.
+    rank's scalars and timers as float64 values, rank 0's text, images, audio and
+    histograms, each with its own step and wall time, hidden points left out; with
+    nb's marks so that nb import tensorboard DIR brings back one run with its ranks,
+    sessions and timers); --rank, --tag, --kind and --include-hidden do not apply to
+    it. Needs the tensorboard package.
     """
     from nblog.reader import format_for
 
@@ -176,7 +178,12 @@ def _export_tfevents(run: str, output: str | None, rank: int | None, tags: list[
         raise typer.Exit(1) from None
     from nblog.tensorboard import export_tfevents
 
-    folders = export_tfevents(run, output, root=root)
+    try:
+        folders = export_tfevents(run, output, root=root)
+    except FileExistsError as exc:
+        error(f"{clean(str(exc.filename))} holds TensorBoard event files already (an earlier export?)",
+              "TensorBoard would show both; pass -o with a new folder, or remove the old one first")
+        raise typer.Exit(1) from None
     info(f"wrote TensorBoard event files of {len(folders)} rank{'s' if len(folders) != 1 else ''} under {output} "
          f"(tensorboard --logdir {output})")
 

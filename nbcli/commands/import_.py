@@ -23,12 +23,15 @@ def tensorboard(
     logdir: Annotated[
         str,
         typer.Argument(metavar="LOGDIR", help="TensorBoard's --logdir: every folder under it holding event files "
-                                             "becomes one nb run.", show_default=False),
+                                             "becomes one nb run (the rank folders of nb's own export: one run "
+                                             "together).", show_default=False),
     ],
     project: Annotated[
-        str,
-        typer.Option("--project", "-p", metavar="PROJECT", help="The nb project the runs go into."),
-    ] = "tensorboard",
+        str | None,
+        typer.Option("--project", "-p", metavar="PROJECT",
+                     help="The nb project the runs go into [default: nb's export keeps its own; other event "
+                          "files go into 'tensorboard'].", show_default=False),
+    ] = None,
     update: Annotated[
         bool,
         typer.Option("--update", help="For folders imported before: add the records written since, as new "
@@ -40,17 +43,19 @@ def tensorboard(
     steps and wall times; a SummaryWriter(purge_step=) restart becomes a new session.
 
     Run names are the folders' paths relative to LOGDIR ('/' written '.'); the path is
-    kept in each run's config as tensorboard_logdir. Exit 0 when every folder was
-    imported or is up to date, 1 when LOGDIR holds no event files or a folder was
-    imported before (without --update), 2 for a usage error.
+    kept in each run's config as tensorboard_logdir. What nb export --format tfevents
+    wrote comes back as one run: its project, name, config, ranks, sessions and timers.
+    Exit 0 when every folder was imported or is up to date, 1 when LOGDIR holds no event
+    files or a folder was imported before (without --update), 2 for a usage error.
     """
     from nblog.format import check_name
     from nblog.reader import default_root
 
-    try:
-        check_name(project, "--project")
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--project") from None
+    if project is not None:
+        try:
+            check_name(project, "--project")
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--project") from None
     if not os.path.exists(logdir):
         raise typer.BadParameter(f"{clean(logdir)!r} does not exist", param_hint="LOGDIR")
     if not os.path.isdir(logdir):
@@ -60,35 +65,48 @@ def tensorboard(
     except ImportError:
         error("reading event files needs the tensorboard package", 'pip install "nblog[tensorboard]"')
         raise typer.Exit(1) from None
-    from nblog.reader import AlreadyImported, event_folders, import_folder, run_name_for
+    from nblog.reader import AlreadyImported, import_source, import_sources
 
-    folders = event_folders(logdir)
-    if not folders:
+    sources = import_sources(logdir)
+    if not sources:
         error(f"no TensorBoard event files (*tfevents*) under {clean(logdir)}",
               "LOGDIR is the folder given to tensorboard --logdir")
         raise typer.Exit(1)
     root = root or default_root()
     refused = 0
-    for folder in folders:
-        name = run_name_for(logdir, folder)
+    for source in sources:
+        into = project or source.project or "tensorboard"
         try:
-            res = import_folder(folder, name, project, root, update=update)
+            res = import_source(source, into, root, update=update)
         except AlreadyImported as exc:
             refused += 1
-            error(f"{clean(os.path.relpath(folder, logdir))}: already imported as {clean(exc.run_dir)}",
+            error(f"{clean(_shown(source.path, logdir))}: already imported as {clean(exc.run_dir)}",
                   "pass --update to add the points written since")
             continue
+        name = source.name or res["run_id"]
         if not res["sessions"] and not os.path.isdir(res["run_dir"]):
             info(f"{clean(name)}: nothing nb can hold (no scalars, text, images or histograms); no run made")
             continue
         if not res["sessions"]:
             info(f"{clean(name)}: up to date ({clean(res['run_dir'])})")
             continue
-        info(f"{clean(name)} -> {project}/{res['run_id']}: {res['sessions']} session"
-             f"{'s' if res['sessions'] != 1 else ''}, {res['scalars']} scalars, {res['texts']} texts, "
+        sessions = f"{res['sessions']} session{'s' if res['sessions'] != 1 else ''}"
+        if source.export is None:
+            what = f"{sessions}, {res['scalars']} scalars"
+        else:
+            what = (f"nb export of {clean(str(source.export.get('project')))}/{clean(str(source.export.get('id')))}: "
+                    f"{res['ranks']} rank{'s' if res['ranks'] != 1 else ''}, {sessions}, {res['scalars']} scalars, "
+                    f"{res['timers']} timers")
+        info(f"{clean(name)} -> {clean(into)}/{res['run_id']}: {what}, {res['texts']} texts, "
              f"{res['media']} images/histograms")
     if refused:
         raise typer.Exit(1)
+
+
+def _shown(path: str, logdir: str) -> str:
+    """``path`` relative to ``logdir`` (LOGDIR as given for itself; absolute outside it)."""
+    rel = os.path.relpath(path, os.path.abspath(logdir))
+    return logdir if rel == "." else path if rel.startswith("..") else rel
 
 
 def register(app: typer.Typer) -> None:

@@ -9,7 +9,7 @@ media (:meth:`RunReader.media`, :func:`decode_histogram`); reports (:func:`overv
 :func:`timer_report`, :func:`straggler_rule`); watching (:class:`Watcher`); export
 (:func:`read_frame`, :func:`write_frame`, :func:`export_root`); comparing runs
 (:func:`diff_runs`); querying many runs (:func:`parse_where`, :func:`select_runs`);
-TensorBoard import (:func:`import_folder`); tag selection (:func:`tag_matcher`).
+TensorBoard import (:func:`import_sources`, :func:`import_source`); tag selection (:func:`tag_matcher`).
 
 Every name is imported on first use (PEP 562 ``__getattr__``): ``import nblog`` and
 ``import nblog.reader`` load no reader module, numpy or polars. The modules behind the
@@ -102,6 +102,9 @@ _NAMES: dict[str, tuple[str, str]] = {
     "group_runs": ("._runs_query", "groups"),
     "diff_runs": ("._diff", "diff_runs"),
     "import_folder": ("._tb_import", "import_folder"),
+    "import_source": ("._tb_import", "import_source"),
+    "import_sources": ("._tb_import", "import_sources"),
+    "ImportSource": ("._tb_import", "ImportSource"),
     "event_folders": ("._tb_import", "event_folders"),
     "run_name_for": ("._tb_import", "run_name_for"),
     "AlreadyImported": ("._tb_import", "AlreadyImported"),
@@ -185,7 +188,15 @@ if TYPE_CHECKING:  # the names for the type checker; at run time __getattr__ imp
     )
     from ._tag_summary import tag_summaries
     from ._tail import DEFAULT_KINDS, KINDS, Event, Follower
-    from ._tb_import import AlreadyImported, event_folders, import_folder, run_name_for
+    from ._tb_import import (
+        AlreadyImported,
+        ImportSource,
+        event_folders,
+        import_folder,
+        import_source,
+        import_sources,
+        run_name_for,
+    )
     from ._watch import Watcher, WatchOptions
 del TYPE_CHECKING  # not a name of nblog.reader's
 

@@ -1,6 +1,7 @@
 """The TensorBoard bridge with the real writer and reader: event files written by
 torch.utils.tensorboard, ``nb import tensorboard``, and ``nb export --format tfevents``,
-compared with TensorBoard's own EventAccumulator."""
+compared with TensorBoard's own EventAccumulator and data provider; and nb's own export of
+a torchrun job brought back whole by ``nb import tensorboard``."""
 
 from __future__ import annotations
 
@@ -10,10 +11,13 @@ import json
 import shutil
 import subprocess
 
+import fwkit
 import numpy as np
 import pytest
-from fwkit import VENV_BIN, clean_env
+from fwkit import SCRIPTS, VENV_BIN, clean_env
 from PIL import Image
+from polars.testing import assert_frame_equal
+from tbkit import tensorboard_scalars
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from torch.utils.tensorboard import SummaryWriter
 
@@ -189,11 +193,12 @@ def test_export_tfevents_reads_back_equal(tmp_path):
     assert proc.returncode == 0, proc.stderr
     back = accumulator(tmp_path / "out" / "rank_0")
     original = accumulator(tmp_path / "tb" / "exp1")
-    for tag in original.Tags()["scalars"]:
-        a = [(e.step, e.value) for e in original.Scalars(tag)]
-        b = [(e.step, e.value) for e in back.Scalars(tag)]
-        assert a == b, tag
-        assert max(abs(x.wall_time - y.wall_time) for x, y in zip(original.Scalars(tag), back.Scalars(tag), strict=True)) < 1e-3
+    shown_back = tensorboard_scalars(tmp_path / "out")["rank_0"]  # float64 tensors: TensorBoard's data provider
+    assert sorted(shown_back) == sorted(original.Tags()["scalars"])
+    for tag in original.Tags()["scalars"]:  # the purged curve, the same values
+        points = shown_back[tag].points
+        assert [(e.step, e.value) for e in original.Scalars(tag)] == [p[:2] for p in points], tag
+        assert max(abs(e.wall_time - p[2]) for e, p in zip(original.Scalars(tag), points, strict=True)) < 1e-3
     assert back.Images("img")[0].encoded_image_string == original.Images("img")[0].encoded_image_string
     assert back.Histograms("weights")[0].histogram_value.num == 1000
 
@@ -254,3 +259,108 @@ def test_update_of_a_growing_file_whose_metadata_came_first(tmp_path):
     frame = imported_run(tmp_path / "runs").scalars()
     assert frame["step"].to_list() == [0, 1, 2, 3, 4] and frame["value"].to_list() == [0.0, 1.0, 2.0, 3.0, 4.0]
     assert frame["wall_time"].to_list() == pytest.approx([1.7e9 + s for s in range(5)], abs=1e-3)
+
+
+POINT_COLUMNS = ["session", "step", "tag", "value", "wall_time"]
+
+
+def test_nb_export_of_a_torchrun_job_comes_back_as_one_run(tmp_path):
+    """A real 2-rank torchrun job, resumed once from an earlier step (session 1 hides
+    session 0's steps 8-11 on both ranks): rank 0 logs scalars (float64 values, NaN, a
+    scalar named like a timer) and text, every rank its timers. Exported as event files
+    and imported again, it is one run with the same ranks, sessions, scalars, timers and
+    text, point for point and bit for bit."""
+    script = SCRIPTS / "tb_roundtrip_train.py"
+    rid = "ddp-rt-0a1b2c3d"  # every rank finds the run by it (a plain torchrun launch shares no job id)
+    env = clean_env(NB_DIR=str(tmp_path / "runs"), NB_RUN_ID=rid, NB_RESUME="auto")
+    fwkit.run(fwkit.torchrun(script, "0", "12"), tmp_path, env)
+    fwkit.run(fwkit.torchrun(script, "8", "15"), tmp_path, env)
+    (run_json,) = (tmp_path / "runs").glob("*/*/run.json")
+    orig = nb.RunReader(run_json.parent)
+    assert orig.ranks() == [0, 1] and [s["first_step"] for s in orig.sessions(1)] == [0, 8]
+    assert orig.sessions(1)[0]["hidden_points"] > 0 and orig.timers(rank=1).height > 0
+
+    exported = nb_cli("export", rid, "--root", "runs", "--format", "tfevents", "-o", "tb_out", cwd=tmp_path)
+    assert exported.returncode == 0, exported.stderr
+    imported = nb_cli("import", "tensorboard", "tb_out", "--root", "back", cwd=tmp_path)
+    assert imported.returncode == 0, imported.stderr
+    assert f"nb export of rt-proj/{rid}: 2 ranks, 2 sessions" in imported.stderr
+
+    listed = nb_cli("ls", "--root", "back", "--json", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    (row,) = json.loads(listed.stdout)  # one run, not one per rank
+    assert (row["project"], row["id"], row["name"], row["ranks"], row["world_size"], row["sessions"]) == (
+        "rt-proj", rid, "ddp-rt", 2, 2, 2)
+    back = nb.RunReader(row["path"])
+    assert back.ranks() == orig.ranks() and back.config == orig.config == {"lr": 0.1, "layers": [2, 3]}
+    for rank in orig.ranks():
+        assert [(s["session"], s["first_step"], s["host"]) for s in back.sessions(rank)] == [
+            (s["session"], s["first_step"], s["host"]) for s in orig.sessions(rank)]
+        assert sum(s["hidden_points"] for s in back.sessions(rank)) == 0  # the export held visible points only
+        for kind in ("scalars", "timers"):
+            a, b = getattr(orig, kind)(rank=rank), getattr(back, kind)(rank=rank)
+            assert_frame_equal(b.select(POINT_COLUMNS), a.select(POINT_COLUMNS), check_exact=True)
+        assert back.tags(rank, "timer") == orig.tags(rank, "timer") == ["clash", "time/step"]
+    assert back.scalars(rank=1).height == 0 and back.scalars().filter(tag="train/grad")["value"].is_nan().all()
+    assert back.tags(0, "scalar") == ["clash", "lr", "train/grad", "train/loss"]
+    assert_frame_equal(back.text(), orig.text(), check_exact=True)
+    assert_frame_equal(back.timer_stats(), orig.timer_stats(), check_exact=True)
+
+    shown = tensorboard_scalars(tmp_path / "tb_out")  # and TensorBoard shows every rank's timers
+    assert [v for _s, v, _w in shown["rank_1"]["time/step"].points] == orig.timers("time/step", rank=1)["value"].to_list()
+    assert shown["rank_1"]["time/step"].description == "nb timer: seconds of one occurrence"
+    assert [v for _s, v, _w in shown["rank_0"]["train/loss"].points] == orig.scalars("train/loss")["value"].to_list()
+
+    again = nb_cli("import", "tensorboard", "tb_out", "--root", "back", cwd=tmp_path)
+    assert again.returncode == 1 and "already imported" in again.stderr
+    beside = nb_cli("import", "tensorboard", "tb_out", "--root", "runs", cwd=tmp_path)  # the original is there
+    assert beside.returncode == 0, beside.stderr
+    ids = sorted(p.parent.name for p in (tmp_path / "runs").glob("rt-proj/*/run.json"))
+    assert len(ids) == 2 and rid in ids  # a derived id beside the original, which is left as it was
+    assert nb.RunReader(run_json.parent).sessions(0)[0]["hidden_points"] == orig.sessions(0)[0]["hidden_points"]
+    twice = nb_cli("export", rid, "--root", "runs", "--format", "tfevents", "-o", "tb_out", cwd=tmp_path)
+    assert twice.returncode == 1 and "holds TensorBoard event files already" in twice.stderr
+    assert "Traceback" not in twice.stderr
+    assert len(list((tmp_path / "tb_out" / "rank_0").iterdir())) == 1
+
+
+def test_rank_folders_of_another_writer_stay_one_run_each(tmp_path):
+    """torch's SummaryWriter, one per rank (torchtitan's layout): no nb marks, so each
+    folder is a run of its own in project tensorboard, as before."""
+    for rank in range(2):
+        with SummaryWriter(tmp_path / "tb" / "exp" / f"rank_{rank}") as w:
+            for step in range(3):
+                w.add_scalar("time/step", 0.5 + rank, step)
+    proc = nb_cli("import", "tensorboard", "tb", "--root", "runs", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    runs = sorted((tmp_path / "runs").glob("tensorboard/*/run.json"))
+    names = sorted(nb.RunReader(p.parent).meta["name"] for p in runs)
+    assert names == ["exp.rank_0", "exp.rank_1"]
+    for p in runs:
+        r = nb.RunReader(p.parent)
+        assert r.ranks() == [0] and r.tags(0, "scalar") == ["time/step"] and r.timers().height == 0
+
+
+def test_sessions_whose_steps_went_back_are_merged_so_nothing_exported_is_hidden(tmp_path):
+    """Session 1 logs step 10 first, then 3 and 4; session 2 starts at 5. nb hides
+    session 0's steps from 5 on and session 1's step 10. Exported, session 1 begins at
+    step 3, which as its first step would hide session 0's 3 and 4: the import keeps
+    every exported point visible (the sessions become one) and says so."""
+    root = tmp_path / "runs"
+    for steps in ([*range(10)], [10, 3, 4], [5, 6]):
+        with nb.init("back", run_id="went-back-00000001", resume="auto", root=root, system=False) as run:
+            for step in steps:
+                run.add_scalar("loss", float(step), step=step)
+    orig = nb.RunReader(root / "back" / "went-back-00000001")
+    assert orig.scalars()["step"].to_list() == [0, 1, 2, 3, 4, 3, 4, 5, 6]
+    assert nb_cli("export", "went-back-00000001", "--root", "runs", "--format", "tfevents", "-o", "out",
+                  cwd=tmp_path).returncode == 0
+    proc = nb_cli("import", "tensorboard", "out", "--root", "again", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "sessions are imported as one" in proc.stderr
+    back = nb.RunReader(tmp_path / "again" / "back" / "went-back-00000001")
+    assert_frame_equal(back.scalars().select("step", "tag", "value"), orig.scalars().select("step", "tag", "value"),
+                       check_exact=True)
+    # one session's clock now: each wall time to the millisecond nb stores
+    assert (back.scalars()["wall_time"] - orig.scalars()["wall_time"]).abs().max() <= 1e-3
+    assert [s["session"] for s in back.sessions()] == [0]
