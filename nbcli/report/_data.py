@@ -262,8 +262,9 @@ def images(reader: RunReader, limit: int = MAX_IMAGES, per_tag: int = IMAGES_PER
 def build(readers: Sequence, *, max_buckets: int = MAX_BUCKETS) -> dict:
     """Everything the page shows for ``readers`` (one :class:`nblog.RunReader` each).
 
-    Returns a JSON-able dict: runs (info, timers, system, text, images per run) and
-    charts (one per scalar tag, every run in it).
+    Returns a JSON-able dict: runs (info, timers, system, text, images per run, and
+    damage: the damaged bytes of its event logs that the reads skipped,
+    :meth:`nblog.RunReader.damage`) and charts (one per scalar tag, every run in it).
     """
     import time
 
@@ -277,12 +278,15 @@ def build(readers: Sequence, *, max_buckets: int = MAX_BUCKETS) -> dict:
         info["text"] = texts(r)
         info["images"] = images(r)
         runs.append(info)
+    charts = scalar_charts(readers, max_buckets)
+    for info, r in zip(runs, readers, strict=True):  # every read is done: what each skipped as damaged
+        info["damage"] = r.damage()
     return {
         "generated": time.time(),
         "nb_version": __version__,
         "max_buckets": max_buckets,
         "runs": runs,
-        "charts": scalar_charts(readers, max_buckets),
+        "charts": charts,
     }
 
 

@@ -126,6 +126,18 @@
       }, "kv"));
     }
     DATA.runs.forEach(function (r) {
+      var lost = (r.damage || []).filter(function (d) { return d.lost; });
+      if (!(r.damage || []).length) return;
+      /* damaged bytes of the event logs, skipped: this page lacks what they held (never silent) */
+      var box = el("div", { cls: "damage" }, el("h3", { text: "Damaged event logs of " + r.id + ": " +
+        (lost.length ? "this page lacks what " + count(lost.length, "damaged range") + " held" : "nothing lost") }));
+      box.appendChild(table(["rank", "session", "bytes", "at", "held", "points lost"], r.damage.map(function (d) {
+        return [d.rank, d.session, fmtInt(d.bytes), d.start + "-" + d.stop, d.frame || "unknown (frame header)",
+                d.lost ? (d.points == null ? "unknown" : fmtInt(d.points)) : "none (copy read)"];
+      })));
+      s.appendChild(box);
+    });
+    DATA.runs.forEach(function (r) {
       s.appendChild(el("h3", { text: "Sessions of " + r.id }));
       s.appendChild(table(["session", "start", "host", "pid", "first step", "last step", "end", "end reason", "world size"],
         r.sessions.map(function (x) {

@@ -33,11 +33,14 @@ def open_page(browser, path: Path) -> None:
     browser.get_log("performance")  # drop the start page's entries
     browser.get_log("browser")
     browser.get(path.resolve().as_uri())
-    for _ in range(100):
-        if browser.execute_script("return document.readyState === 'complete' && window.nbReady === true"):
-            break
-        browser.implicitly_wait(0.1)
-    assert browser.execute_script("return window.nbReady === true"), "the page's script did not finish"
+    from selenium.common.exceptions import TimeoutException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    try:  # polls the condition (implicitly_wait only sets how long element lookups wait)
+        WebDriverWait(browser, 120, poll_frequency=0.1).until(
+            lambda b: b.execute_script("return document.readyState === 'complete' && window.nbReady === true"))
+    except TimeoutException:
+        raise AssertionError("the page's script did not finish in 120 s") from None
 
 
 def console_errors(browser) -> list[dict]:

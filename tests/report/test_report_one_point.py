@@ -18,7 +18,7 @@ import pytest
 from report_helpers import write_run
 from test_report_browser import console_errors, nb_report, open_page
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.timing]
 
 BLUE, ORANGE = (0x1F, 0x77, 0xB4), (0xFF, 0x7F, 0x0E)  # the first and the second run's colours
 LONG_SPACED = "a long description of the data mix " * 14  # 490 characters with spaces
