@@ -72,6 +72,11 @@ def test_lightning_example(tmp_path):
     assert r.config == {"data": "digits", "lr": 0.1}
     assert r.scalars(["train/loss"])["step"].to_list() == [49, 99]  # Lightning logs every 50 steps
     assert set(r.timers(all_ranks=True)["rank"].to_list()) == {0, 1}
+    # Lightning's default ModelCheckpoint: into the run folder, not ./digits/<run id>/checkpoints
+    ckpts = Path(r.dir) / "checkpoints"
+    assert sorted(p.name for p in ckpts.iterdir()) == ["epoch=1-step=128.ckpt", "nb_run_id"]
+    assert (ckpts / "nb_run_id").read_text().strip() == r.id
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["example.py", "runs"]
 
 
 def test_transformers_example(tmp_path):
