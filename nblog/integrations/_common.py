@@ -11,6 +11,7 @@ from ..format._names import check_name
 from ..format._runfile import to_json_config
 from ..write._run import Run
 from ..write._runid import derive_run_id, shared_job_id
+from ..write._settings import resolve
 
 RUN_ID_FILE = "nb_run_id"  # beside a framework's checkpoint: the id of the run that wrote it
 
@@ -60,6 +61,35 @@ def agent_run_id(project: str, run_name: str | None, env: Mapping[str, str]) -> 
     except (OSError, IndexError):
         started = "?"
     return derive_run_id(project, run_name, f"launcher-{socket.gethostname()}-{ppid}-{started}")
+
+
+def planned_run(kw: Mapping, env: Mapping[str, str]) -> tuple[str, str | None] | None:
+    """Where :func:`nblog.init` with the keyword arguments ``kw`` in ``env`` puts the run,
+    without opening it: ``(root, run id)``, the id None when init would draw a random
+    one (rank 0 without ``run_id``, ``$NB_RUN_ID`` or a shared job id); None with
+    ``mode="disabled"`` (no folder at all).
+
+    The same resolution init makes (root: ``root=``, ``$NB_DIR``, ``./nb_runs``; id: the
+    explicit one, then the one derived from the shared job id), so a door can answer
+    "where will the run be" (Lightning's ``log_dir``, ``version``) and create nothing.
+
+    Raises:
+        ValueError: an argument or ``NB_*`` variable init would refuse too.
+    """
+    settings = resolve(
+        env, root=None if kw.get("root") is None else os.fspath(kw["root"]), mode=kw.get("mode"),
+        strict=kw.get("strict"), resume=kw.get("resume"), run_id=kw.get("run_id"),
+        flush_interval=kw.get("flush_interval"), system=kw.get("system", True),
+        system_interval=kw.get("system_interval"), timing_all_ranks=bool(kw.get("timing_all_ranks")),
+    )
+    if settings.mode == "disabled":
+        return None
+    rid = settings.run_id
+    if rid is None:
+        job_id = shared_job_id(env)[0]
+        if job_id is not None:
+            rid = derive_run_id(kw.get("project", "default"), kw.get("run_name"), job_id)
+    return settings.root, rid
 
 
 def as_config(config: object) -> dict:

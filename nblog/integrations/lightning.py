@@ -13,9 +13,21 @@ How every process finds the same run, without any communication:
   process draws the id when the logger is constructed, before ``fit`` starts the other
   processes, and puts it into its environment (``NB_LIGHTNING_RUN_ID``): the launcher
   starts them with a copy of that environment and ``LOCAL_RANK`` set, and they read it;
-- a ``fit(ckpt_path=...)``: the run id is written beside each checkpoint (a file
-  ``nb_run_id`` in the checkpoint folder, after every save), and the run is opened only
-  once Lightning has chosen the checkpoint, so the run that wrote it continues.
+- a ``fit(ckpt_path=...)`` (a path, ``"last"``, ``"best"``...): the run id is written
+  beside each checkpoint (a file ``nb_run_id`` in the checkpoint folder, after every
+  save), and the run opened inside ``fit`` is the one that wrote the checkpoint Lightning
+  resolved, however early it is opened (a callback's ``setup`` reading ``logger.run``).
+  Lightning hands that path to no logger before it loads the file (after the ``setup``
+  hooks): until the run is open, the logger reads it from the ``ckpt_path`` argument of
+  the ``Trainer._run`` frame of its trainer on the call stack, and from
+  ``trainer.ckpt_path`` once Lightning has set it.
+
+``version``, ``log_dir`` and ``save_dir`` do not open the run: they are computed as
+:func:`nblog.init` would name it (``<root>/<project>/<run id>``), so reading them creates
+no folder (only where init itself would draw the id, no job id and not Lightning's
+launcher, does ``version`` open the run to learn it). ``save_dir`` being nb's root, Lightning's default ``ModelCheckpoint`` puts the
+checkpoints in ``<root>/<project>/<run id>/checkpoints``, inside the run folder, as it
+does in a ``TensorBoardLogger``'s version folder.
 
 Imports Lightning (``lightning``, else the older ``pytorch_lightning``) when this module
 is imported; ``import nblog`` does not import it.
@@ -25,17 +37,20 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections.abc import Mapping
 from typing import Any
 
 from . import missing_extra
 
 try:
+    from lightning.pytorch import Trainer as _Trainer
     from lightning.pytorch.loggers import Logger as _Logger
     from lightning.pytorch.utilities import rank_zero_only as _rank_zero_only
 except ImportError:  # the older package name
     try:
         # the same classes under the old name: mypy sees two distinct types
+        from pytorch_lightning import Trainer as _Trainer  # type: ignore[assignment]
         from pytorch_lightning.loggers import Logger as _Logger  # type: ignore[assignment]
         from pytorch_lightning.utilities import rank_zero_only as _rank_zero_only
     except ImportError as err:
@@ -48,6 +63,9 @@ from ..write._runid import random_run_id, shared_job_id
 from . import _common
 
 ENV_RUN_ID = "NB_LIGHTNING_RUN_ID"
+# Trainer._run(self, model, ckpt_path=...): fit, validate, test and predict all call it
+# with the checkpoint path Lightning resolved ("last", "best"... made a file path)
+_RUN_CODE = getattr(getattr(_Trainer, "_run", None), "__code__", None)
 _exported: set[str] = set()  # ids this process put into its environment (not inherited)
 _STATUS = {"success": "finished", "finished": "finished", "failed": "failed"}
 
@@ -64,7 +82,8 @@ class NbLogger(_Logger):
 
     Attributes:
         run / experiment: the :class:`nblog.Run` (opened on first use).
-        name: the project; version: the run id; log_dir: the run folder.
+        name: the project; version: the run id; log_dir: the run folder; save_dir:
+            nb's root (none of the four opens the run).
     """
 
     def __init__(
@@ -123,12 +142,24 @@ class NbLogger(_Logger):
             return _LazyRun(self)  # type: ignore[return-value]
         return self._run
 
+    def _checkpoint_run_id(self) -> str | None:
+        """The id in ``nb_run_id`` beside the checkpoint the trainer restores, or None."""
+        return _saved_run_id(self._ckpt_path or _restored_checkpoint(self))
+
     def _open(self) -> Run:
         kw = dict(self._kw)
-        saved = _common.read_run_id(os.path.dirname(self._ckpt_path)) if self._ckpt_path else None
+        saved = self._checkpoint_run_id()
         if saved is not None:  # fit(ckpt_path=...): continue the run that wrote it
             kw["run_id"], kw["resume"] = saved, "auto"
         return init(config=self._config, _environ=_lightning_env(), **kw)
+
+    def _planned(self) -> tuple[str, str | None] | None:
+        """``(root, run id or None)`` the run has or will open with; None: mode disabled."""
+        kw = dict(self._kw)
+        saved = self._checkpoint_run_id()
+        if saved is not None:
+            kw["run_id"] = saved
+        return _common.planned_run(kw, _lightning_env())
 
     # -- Logger API ----------------------------------------------------------------
 
@@ -139,20 +170,41 @@ class NbLogger(_Logger):
 
     @property
     def version(self) -> str:
-        """The run id (Lightning puts it in the default checkpoint folder)."""
-        if self._run is None and self._kw.get("run_id"):
-            return self._kw["run_id"]  # known without opening the run
+        """The run id (Lightning uses it in the default checkpoint folder).
+
+        Known without opening the run, except on a rank that draws a random id in
+        :func:`nblog.init` (no job id, not Lightning's own launcher): there it opens it.
+        """
+        if self._run is None:
+            planned = self._planned()
+            if planned is not None and planned[1] is not None:
+                return planned[1]
         return self.run.id
 
     @property
     def log_dir(self) -> str | None:
-        """The run folder (``<root>/<project>/<run id>``)."""
-        return self.run.dir
+        """The run folder ``<root>/<project>/<run id>``; reading it creates nothing.
+
+        None where the run id is not known before the run opens (see :attr:`version`)
+        and on a rank that logs nothing (``mode="disabled"``, no run id to share).
+        Inside ``fit(ckpt_path=...)`` it names the run that wrote the checkpoint.
+        """
+        if self._run is not None:
+            return self._run.dir
+        planned = self._planned()
+        if planned is None:
+            return self.run.dir  # mode "disabled": an inert run, which creates nothing
+        root, rid = planned
+        return os.path.join(root, self.name, rid) if rid is not None else None
 
     @property
     def save_dir(self) -> str | None:
-        """None: Lightning keeps checkpoints under ``default_root_dir``, out of nb's root."""
-        return None
+        """nb's root (``root=``, ``$NB_DIR``, ``./nb_runs``): Lightning's default
+        ``ModelCheckpoint`` saves into ``<save_dir>/<name>/<version>/checkpoints``, the
+        run folder's ``checkpoints``. None with ``mode="disabled"`` (Lightning then uses
+        ``default_root_dir``). Reading it creates nothing."""
+        planned = _common.planned_run(self._kw, _lightning_env())
+        return planned[0] if planned is not None else None
 
     def log_hyperparams(self, params: Any, *args: Any, **kwargs: Any) -> None:
         """Record ``params`` (dict, nested dict, ``argparse.Namespace``) in the config."""
@@ -166,15 +218,24 @@ class NbLogger(_Logger):
             _common.merge_config(self._run, dict(params))
 
     def log_graph(self, model: Any, input_array: Any = None) -> None:
-        """Not a graph: Lightning calls this right after restoring a checkpoint, so here
-        the logger learns ``trainer.ckpt_path`` before it opens the run."""
-        if self._run is None:
-            try:
-                ckpt = model.trainer.ckpt_path
-            except Exception:  # a module not attached to a Trainer
-                ckpt = None
-            if isinstance(ckpt, (str, os.PathLike)) and os.path.exists(ckpt):
+        """Not a graph: Lightning calls this as ``fit`` starts, once the checkpoint is
+        chosen, so here the logger learns ``trainer.ckpt_path`` and opens the run. A run
+        opened before (outside ``fit``) that is not the checkpoint's: a warning (rank 0)."""
+        try:
+            ckpt = model.trainer.ckpt_path
+        except Exception:  # a module not attached to a Trainer
+            ckpt = None
+        saved = _saved_run_id(ckpt)
+        if saved is not None:
+            if self._run is None:
                 self._ckpt_path = os.fspath(ckpt)
+            elif saved != self._run.id and self._run.is_logging:
+                log.warning(
+                    "nblog: run %r was opened before fit restored %s, written by run %r: "
+                    "this session goes on in %r. Touch logger.run only inside fit (or pass "
+                    "NbLogger(run_id=%r, resume='auto')) to continue the checkpoint's run.",
+                    self._run.id, ckpt, saved, self._run.id, saved,
+                )
         _ = self.run
 
     def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
@@ -219,6 +280,36 @@ class _LazyRun:
 
     def __bool__(self) -> bool:
         return True
+
+
+def _saved_run_id(ckpt: object) -> str | None:
+    """The run id in ``nb_run_id`` beside the checkpoint ``ckpt`` (a file, or a folder for
+    DeepSpeed: the folder holding it has the id), or None."""
+    if isinstance(ckpt, (str, os.PathLike)) and os.path.exists(ckpt):
+        return _common.read_run_id(os.path.dirname(os.path.normpath(os.fspath(ckpt))))
+    return None
+
+
+def _restored_checkpoint(logger: NbLogger) -> object:
+    """The checkpoint the trainer running ``logger`` restores in this call, or None.
+
+    Lightning resolves ``fit(ckpt_path="last")`` (and ``"best"``, ``"hpc"``, a path)
+    before it calls ``Trainer._run(model, ckpt_path=...)``, but keeps the result to
+    itself until it loads the file, after the ``setup`` hooks: the value is read from
+    that frame on the call stack. Outside a trainer's ``_run`` (or a Lightning whose
+    ``_run`` has no such argument): ``trainer.ckpt_path`` of no trainer, so None.
+    """
+    if _RUN_CODE is None:
+        return None
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code is _RUN_CODE:
+            local = frame.f_locals
+            trainer = local.get("self")
+            if any(lg is logger for lg in getattr(trainer, "loggers", ())):
+                return local.get("ckpt_path")
+        frame = frame.f_back  # type: ignore[assignment]
+    return None
 
 
 def _lightning_env() -> Mapping[str, str]:

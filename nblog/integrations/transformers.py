@@ -5,7 +5,11 @@ Every process of a ``torchrun`` launch constructs it; the run opens when trainin
 nb's rank rules apply: rank 0 writes the scalars, every rank may time itself through
 ``callback.run``. ``on_log`` logs at ``state.global_step`` under the tags Transformers'
 own TensorBoard callback uses (``loss`` → ``train/loss``, ``eval_loss`` → ``eval/loss``,
-``test_*`` → ``test/*``). Each checkpoint folder gets a file ``nb_run_id``, so that
+``test_*`` → ``test/*``). Every rank times its own optimizer steps, from ``on_step_begin``
+(the first micro-batch's forward) to ``on_step_end`` (after ``optimizer.step()``), as the
+timer ``time/step`` at the step that ends (``state.global_step``), into its own event
+log: ``nb timers`` shows the slowest rank and stragglers with no code of yours.
+Each checkpoint folder gets a file ``nb_run_id``, so that
 ``trainer.train(resume_from_checkpoint=...)`` continues that run in a new session, even
 in a new launch that shares no job id with the first.
 
@@ -49,6 +53,8 @@ class NbCallback(TrainerCallback):
         project, run_name, run_id, resume, config, root, timing_all_ranks, system: as
             :func:`nblog.init`; ``config`` is merged over the TrainingArguments
             (``args.to_dict()``) and the model config (under ``"model"``).
+        step_timer: the tag of the per-step timer every rank logs (seconds from
+            ``on_step_begin`` to ``on_step_end``, at ``state.global_step``); None: none.
         **init_kwargs: other :func:`nblog.init` arguments.
 
     Attributes:
@@ -66,11 +72,16 @@ class NbCallback(TrainerCallback):
         root: str | os.PathLike | None = None,
         timing_all_ranks: bool = False,
         system: bool | list[str] | tuple[str, ...] = True,
+        step_timer: str | None = "time/step",
         **init_kwargs: Any,
     ) -> None:
+        if step_timer is not None and (not isinstance(step_timer, str) or not step_timer):
+            raise ValueError(f"step_timer must be a non-empty str or None, got {step_timer!r}")
         self._kw = _common.init_kwargs(project, run_name, run_id, resume, root, timing_all_ranks, system)
         self._kw.update(init_kwargs)
         self._config = _common.as_config(config)
+        self._step_timer = step_timer
+        self._timing: Any = None  # the timer of the step under way (its __exit__ logs it)
         self.run: Run | None = None
 
     def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
@@ -102,6 +113,21 @@ class NbCallback(TrainerCallback):
                 kw["run_id"], kw["resume"] = agent, kw["resume"] or "auto"
         self.run = init(config=config, **kw)
 
+    def on_step_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                      **kwargs: Any) -> None:
+        """Start this rank's timer of the optimizer step that ends at ``global_step + 1``."""
+        if self.run is None or self._step_timer is None:
+            return
+        self._timing = self.run.timer(self._step_timer, step=state.global_step + 1, all_ranks=True)
+        self._timing.__enter__()
+
+    def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                    **kwargs: Any) -> None:
+        """Log this rank's step time (``optimizer.step()`` done, ``global_step`` counted)."""
+        timing, self._timing = self._timing, None
+        if timing is not None:
+            timing.__exit__(None, None, None)
+
     def on_log(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
                logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
         """Log the numbers in ``logs`` at ``state.global_step`` (rank 0 writes)."""
@@ -124,5 +150,6 @@ class NbCallback(TrainerCallback):
     def on_train_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
                      **kwargs: Any) -> None:
         """Finish the run's session."""
+        self._timing = None
         if self.run is not None:
             self.run.finish()

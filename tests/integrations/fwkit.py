@@ -69,12 +69,12 @@ def torchrun(script: Path | str, *args: str, nproc: int = 2) -> list[str]:
     ]
 
 
-def readme_block(heading: str) -> str:
-    """The first ```python block after the README heading ``heading`` (as a user copies it)."""
+def readme_block(heading: str, lang: str = "python") -> str:
+    """The first ```LANG block after the README heading ``heading`` (as a user copies it)."""
     text = (REPO / "README.md").read_text(encoding="utf-8")
     at = text.index(heading)
-    m = re.compile(r"```python\n(.*?)```", re.S).search(text, at)
-    assert m, f"no python block after {heading!r}"
+    m = re.compile(rf"```{re.escape(lang)}\n(.*?)```", re.S).search(text, at)
+    assert m, f"no {lang} block after {heading!r}"
     return m.group(1)
 
 

@@ -6,10 +6,11 @@ assumes the user already has (a model, a loader, a loss...).
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 
-from fwkit import clean_env, only_run, readme_block, run
+from fwkit import VENV_BIN, clean_env, only_run, readme_block, run
 
 import nblog as nb
 
@@ -52,6 +53,16 @@ def train_step(batch):
     return 1.0 / (1.0 + batch[0])
 '''
 
+# after the example: what Accelerate itself saw, then out without the gloo abort at
+# interpreter exit (see _scripts/accelerate_train.py); the main process's tracker is
+# finished by end_training, the other rank's run here
+ACCELERATE_EPILOGUE = '''
+import os
+print(f"accelerate rank {accelerator.process_index} of {accelerator.num_processes}", flush=True)
+tracker.run.finish()
+os._exit(0)
+'''
+
 TENSORBOARD_PRELUDE = '''
 import numpy as np
 exp, rank, step, loss, lr_enc, lr_dec = "exp1", 0, 3, 0.5, 0.1, 0.2
@@ -72,6 +83,11 @@ def test_lightning_example(tmp_path):
     assert r.config == {"data": "digits", "lr": 0.1}
     assert r.scalars(["train/loss"])["step"].to_list() == [49, 99]  # Lightning logs every 50 steps
     assert set(r.timers(all_ranks=True)["rank"].to_list()) == {0, 1}
+    # Lightning's default ModelCheckpoint: into the run folder, not ./digits/<run id>/checkpoints
+    ckpts = Path(r.dir) / "checkpoints"
+    assert sorted(p.name for p in ckpts.iterdir()) == ["epoch=1-step=128.ckpt", "nb_run_id"]
+    assert (ckpts / "nb_run_id").read_text().strip() == r.id
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["example.py", "runs"]
 
 
 def test_transformers_example(tmp_path):
@@ -85,6 +101,29 @@ def test_accelerate_example(tmp_path):
     assert r.config == {"lr": 0.01}
     assert r.scalars(["train/loss"])["value"].to_list() == [1.0 / (1 + i) for i in range(5)]
     assert r.timers()["step"].to_list() == list(range(5))
+
+
+def test_accelerate_cpu_recipe_gives_two_ranks(tmp_path):
+    """The README's CPU command, as pasted, on the README's example: two ranks that
+    Accelerate joins (``accelerate launch --cpu --num_processes 2`` starts one)."""
+    script = tmp_path / "train.py"
+    script.write_text(ACCELERATE_PRELUDE + "\n" + readme_block("### Accelerate") + ACCELERATE_EPILOGUE, encoding="utf-8")
+    words = shlex.split(readme_block("### Accelerate", "bash").strip())
+    assigned = {}
+    while "=" in words[0]:
+        name, value = words.pop(0).split("=", 1)
+        assigned[name] = value
+    assert words[0] == "accelerate" and words[-1] == "train.py", words
+    cmd = [str(VENV_BIN / "accelerate"), *words[1:]]
+    env = clean_env(NB_DIR=str(tmp_path / "runs"), HF_HOME=str(tmp_path / "hf"), **assigned)  # no user config
+    out = run(cmd, tmp_path, env).stdout
+    assert sorted(line for line in out.splitlines() if line.startswith("accelerate rank")) == [
+        "accelerate rank 0 of 2", "accelerate rank 1 of 2"]
+    r = nb.RunReader(only_run(tmp_path / "runs"))
+    assert r.meta["world_size"] == 2 and r.ranks() == [0, 1]
+    assert r.scalars(["train/loss"])["step"].to_list() == list(range(5))
+    for rank in (0, 1):
+        assert r.timers(all_ranks=True).filter(rank=rank)["step"].to_list() == list(range(5))
 
 
 def test_summary_writer_example(tmp_path):

@@ -2,15 +2,17 @@
 
 The model is a 1-layer GPT-2 built from a config in the script (no download). The
 resumed launch uses another rendezvous id, so nothing but the ``nb_run_id`` file in
-the checkpoint folder can lead it back to the first run.
+the checkpoint folder can lead it back to the first run. The script asks for no timer:
+every rank's ``time/step`` comes from the callback.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
-from fwkit import SCRIPTS, clean_env, only_run, run, torchrun
+from fwkit import SCRIPTS, VENV_BIN, clean_env, only_run, run, torchrun
 
 import nblog as nb
 
@@ -38,6 +40,16 @@ def test_trainer_under_torchrun_with_eval_then_resumed_from_its_checkpoint(tmp_p
     assert s.filter(tag="train/loss")["step"].to_list() == [2, 4, 6, 8]  # state.global_step
     assert s.filter(tag="eval/loss")["step"].to_list() == [4, 8]
     assert (tmp_path / "out" / "checkpoint-4" / "nb_run_id").read_text().strip() == rid
+    step_times = r.timers(all_ranks=True)
+    for rank in (0, 1):  # each rank timed its own optimizer steps, at state.global_step
+        mine = step_times.filter(rank=rank)
+        assert set(mine["tag"].to_list()) == {"time/step"}
+        assert mine["step"].to_list() == list(range(1, 9))
+        assert mine["value"].min() > 0
+    cli = run([sys.executable, str(VENV_BIN / "nb"), "timers", str(folder), "--json"], tmp_path, clean_env())
+    report = json.loads(cli.stdout)
+    assert [(t["tag"], t["ranks"]) for t in report["timers"]] == [("time/step", 2)]
+    assert [(x["rank"], x["count"]) for x in report["ranks"]] == [(0, 8), (1, 8)]
 
     assert train(tmp_path, "second", 12, "out/checkpoint-4") == rid
     assert only_run(tmp_path / "runs") == folder
@@ -49,3 +61,7 @@ def test_trainer_under_torchrun_with_eval_then_resumed_from_its_checkpoint(tmp_p
     hidden = r.scalars(["train/loss"], include_hidden=True).filter(hidden=True)
     assert hidden["step"].to_list() == [6, 8]
     assert r.scalars(["eval/loss"])["step"].to_list() == [4, 8, 12]
+    for rank in (0, 1):  # the resumed steps 5..12 timed again, the first session's 5..8 hidden
+        mine = r.timers(all_ranks=True).filter(rank=rank)
+        assert mine["step"].to_list() == list(range(1, 13))
+        assert mine["session"].to_list() == [0] * 4 + [1] * 8
