@@ -385,14 +385,16 @@ class LogFile:
             if d.recovered:
                 what = (f"a damaged copy of the {d.frame}; the other copy was read, nothing lost"
                         if d.frame != "file header" else "the file header; the session header named the format, nothing lost")
+            elif d is self._tags_lost and d.points and d.frame is None:
+                what = (f"a frame header: what the frame held was left out, and {d.points} points read after it "
+                        "whose tags have no definition (it may have held them)")
             elif d is self._tags_lost and d.points:
-                what = (f"a frame of {d.frame or 'unknown type'}; {d.points} points of the tags it defined "
-                        "were left out")
+                what = f"a frame of {d.frame}; {d.points} points of the tags it defined were left out"
             elif d.frame is None:
                 what = "a frame header; what the frame held was left out"
             else:
-                count = f"{d.points} points" if d.points is not None and d.frame == "points" else f"its {d.frame}"
-                what = f"a frame of {d.frame}; {count} left out"
+                what = (f"a frame of points; {d.points} points left out" if d.frame == "points" and d.points is not None
+                        else f"a frame of {d.frame}; what it held was left out")
         where = f"{d.size} bytes damaged at bytes {d.start}-{d.stop}: " if d.start or d.stop < self.size else ""
         message = f"nblog: {who}{self.path}: {where}{what}"
         warnings.warn(DamagedLogWarning(message, path=self.path, rank=rank, session=session, start=d.start,
