@@ -454,7 +454,10 @@ class RunModel:
             for s in live.sessions(r):
                 closed = s["end"] is not None
                 pid = None if closed else live.header(r, s["session"]).get("pid")  # asked where it matters
-                sessions.append({"rank": r, "session": s["session"], "closed": closed, "host": s["host"], "pid": pid})
+                start = s["wall_start"]
+                last = start + s["duration_s"] if isinstance(start, (int, float)) and not isinstance(start, bool) else None
+                sessions.append({"rank": r, "session": s["session"], "closed": closed, "host": s["host"], "pid": pid,
+                                 "last_wall": last})
         return failed_ranks(failures, sessions, live.meta.get("status"))
 
     def _system(self, req: Request, _default: str | None) -> SystemData:

@@ -122,8 +122,8 @@ def straggler_frames(points: pl.DataFrame, rule: StragglerRule | None = None, *,
         rule: the parameters (default ``StragglerRule()``).
         failed: where ranks stopped: ``(rank, session, step)`` of a failure at
             ``step``, or ``(rank, session, None)`` for a session that ended without
-            an END record (its last step in ``points`` counts); see
-            :func:`~nblog.reader.failed_ranks`.
+            an END record (its last step in ``points`` counts), earliest first (of
+            equal steps, ``cut`` names the first); see :func:`~nblog.reader.failed_ranks`.
         last_steps: only each rank's last N steps (the highest step of any timer of
             ``points`` on that rank, minus N, exclusive), as
             :meth:`~nblog.reader.RunReader.timer_stats`; the warm-up is still taken
@@ -227,15 +227,16 @@ def _cut(points: pl.DataFrame, failed: Iterable[tuple[int, int, int | None]]) ->
     rows = list(failed)
     if not rows:
         return pl.DataFrame(schema={"session": pl.Int64, "step": pl.Int64, "rank": pl.Int64})
-    f = pl.DataFrame(rows, schema=schema, orient="row")
+    f = pl.DataFrame(rows, schema=schema, orient="row").with_row_index("_order")
     known = f.filter(pl.col("step").is_not_null())
-    died = f.filter(pl.col("step").is_null()).select("rank", "session")
+    died = f.filter(pl.col("step").is_null()).drop("step")
     if len(died):  # a session that ended without an END record: from its last timed step on
         last = (points.select(pl.col("rank").cast(pl.Int64), pl.col("session").cast(pl.Int64), "step")
-                .join(died, on=["rank", "session"], how="semi")
-                .group_by("rank", "session").agg(pl.col("step").max()))
-        known = pl.concat([known, last.select(list(schema))])
-    return (known.sort("step", "rank").group_by("session", maintain_order=True).first()
+                .join(died, on=["rank", "session"], how="inner")
+                .group_by("rank", "session").agg(pl.col("step").max(), pl.col("_order").first()))
+        known = pl.concat([known, last.select(known.columns)])
+    # the lowest step of each session; of equal ones, the first given (the earliest failure)
+    return (known.sort("step", "_order").group_by("session", maintain_order=True).first()
             .select("session", "step", "rank").sort("session"))
 
 

@@ -7,6 +7,7 @@ never in the training loop. Imports numpy and polars (through the reader).
 
 from __future__ import annotations
 
+import math
 import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
@@ -400,22 +401,34 @@ def failed_ranks(failures: Iterable[Mapping[str, Any]], sessions: Iterable[Mappi
 
     Args:
         failures: the run's failure events: rank, session, step (an int; a failure
-            with no step, before the first one, is left out).
+            with no step, before the first one, is left out), wall (unix seconds or
+            None).
         sessions: every session file of every rank: rank, session, closed (its END
-            record was read), host, pid (of its header).
+            record was read), host, pid (of its header), last_wall (unix seconds of
+            its last record, or None).
         status: the run's status as ``run.json`` has it.
 
     Returns:
-        ``(rank, session, step)`` of each failure, then ``(rank, session, None)`` of
+        ``(rank, session, step)`` of each failure and ``(rank, session, None)`` of
         each session that ended without an END record by the rule of
         :func:`incidents` (the run is over, the rank has a later session, or another
-        rank closed the same session, unless its process is alive on this machine).
+        rank closed the same session, unless its process is alive on this machine),
+        earliest first (a failure by its time, a dead session by its last record;
+        unknown times last): where several stopped at one step, the rule names the
+        first, the rank the others waited for.
     """
-    out: list[tuple[int, int, int | None]] = [
-        (f["rank"], f["session"], f["step"]) for f in failures
+    found: list[tuple[object, tuple[int, int, int | None]]] = [
+        (f.get("wall"), (f["rank"], f["session"], f["step"])) for f in failures
         if isinstance(f.get("step"), int) and not isinstance(f.get("step"), bool)]
-    out += [(f["rank"], f["session"], None) for f in _unended_files([dict(f) for f in sessions], status)]
-    return out
+    found += [(f.get("last_wall"), (f["rank"], f["session"], None))
+              for f in _unended_files([dict(f) for f in sessions], status)]
+
+    def when(item: tuple[object, tuple]) -> tuple[bool, float]:
+        w = item[0]
+        known = isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w)
+        return (not known, float(w) if known else 0.0)  # type: ignore[arg-type]  # a number when known
+
+    return [where for _w, where in sorted(found, key=when)]
 
 
 def _failed_in(reader: RunReader) -> list[tuple[int, int, int | None]]:
@@ -424,10 +437,12 @@ def _failed_in(reader: RunReader) -> list[tuple[int, int, int | None]]:
     failures, sessions = [], []
     for r in reader._files.ranks():
         for s, lf in reader._rank_files(r):
+            start = lf.header.get("wall_start")
+            last = start + lf.max_ms / 1000.0 if isinstance(start, (int, float)) and not isinstance(start, bool) else None
             sessions.append({"rank": r, "session": s, "closed": lf.end is not None, "host": lf.header.get("host"),
-                             "pid": lf.header.get("pid")})
-            failures += [{"rank": r, "session": s, "step": ev.get("step")} for ev in lf.events
-                         if ev.get("kind") == "failure"]
+                             "pid": lf.header.get("pid"), "last_wall": last})
+            failures += [{"rank": r, "session": s, "step": ev.get("step"), "wall": ev.get("wall")}
+                         for ev in lf.events if ev.get("kind") == "failure"]
     return failed_ranks(failures, sessions, reader.meta.get("status"))
 
 

@@ -118,9 +118,10 @@ def first_straggler_step(reader: nb.RunReader, rank: int) -> int:
             if len(window) >= 2:
                 lows[r] = window[(len(window) - 1) // 2]
         m = sorted(lows.values())
+        if rank not in lows or len(m) < 2:
+            continue
         median = m[len(m) // 2] if len(m) % 2 else (m[len(m) // 2 - 1] + m[len(m) // 2]) / 2
-        if rank in lows and len(m) >= 2 and lows[rank] >= STRAGGLER_RATIO * median and \
-                lows[rank] - median >= STRAGGLER_FLOOR_S:
+        if lows[rank] >= STRAGGLER_RATIO * median and lows[rank] - median >= STRAGGLER_FLOOR_S:
             return s
     raise AssertionError(f"rank {rank} never was a straggler in the data")
 
