@@ -108,10 +108,13 @@ def watch(
             raise typer.BadParameter(f"cannot split {exec_cmd!r}: {err}", param_hint="--exec") from None
         if not argv:
             raise typer.BadParameter("empty command", param_hint="--exec")
-    options = WatchOptions(spike_window=spike_window, spike_z=spike_z, spike_warmup=spike_warmup, stall_k=stall_k,
-                           stall_floor_s=stall_floor, straggler_ratio=straggler_ratio,
-                           straggler_floor_s=straggler_floor, straggler_warmup=straggler_warmup,
-                           straggler_steps=straggler_steps, gpu_idle_percent=gpu_idle, gpu_samples=gpu_samples)
+    try:
+        options = WatchOptions(spike_window=spike_window, spike_z=spike_z, spike_warmup=spike_warmup,
+                               stall_k=stall_k, stall_floor_s=stall_floor, straggler_ratio=straggler_ratio,
+                               straggler_floor_s=straggler_floor, straggler_warmup=straggler_warmup,
+                               straggler_steps=straggler_steps, gpu_idle_percent=gpu_idle, gpu_samples=gpu_samples)
+    except ValueError as err:  # not finite: the options' min/max let inf and nan through
+        raise typer.BadParameter(str(err)) from None
     watcher = Watcher(run, root, options)
     if watcher.resolve() is None:
         if once:
