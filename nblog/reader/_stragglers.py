@@ -83,15 +83,6 @@ class StragglerRule:
                 and self.warmup_steps >= 0):
             raise ValueError(f"warmup_steps must be an integer >= 0, not {self.warmup_steps!r}")
 
-    def describe(self) -> str:
-        """The rule in one line, with these parameters (for notes and titles)."""
-        return (f"a rank's lower median per step (first {self.warmup_steps} step(s) of each session left out) "
-                f">= {self.threshold:g}x the median of the ranks' and >= {_fmt_s(self.floor_s)} above it")
-
-
-def _fmt_s(v: float) -> str:
-    return f"{v * 1e3:g} ms" if v < 1 else f"{v:g} s"
-
 
 class TimerFrames(NamedTuple):
     """What :func:`straggler_frames` returns.

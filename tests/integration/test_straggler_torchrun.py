@@ -3,9 +3,9 @@ and only it, in ``nb timers``, ``nb watch``, ``nb report`` and the TUI.
 
 ``torchrun --nproc-per-node 4`` (gloo, CPU, in a loopback-only network namespace:
 scripts/loopback.sh) runs tests/integration/_scripts/straggler_ddp.py. Its timer durations
-come from a model (exact at any load; real time counts in whole seconds), so the
-healthy jitter is the same on an idle or a loaded machine; the straggler really
-sleeps 2 s a step, a margin no load crosses. Three jobs:
+come from a model (exact at any load; on ranks that really wait, real time counts in
+whole seconds), so the healthy jitter is the same on an idle or a loaded machine; the
+straggler really sleeps 2 s a step, a margin no load crosses. Three jobs:
 
 - healthy: rank 0's first step takes 8 ms (warm-up), rank 2 has one 4 ms spike, the
   rest 41-49 µs: no view names anyone (the mean rule named rank 0);
@@ -208,7 +208,9 @@ def test_a_slow_rank_is_named_after_three_steps_and_only_it(job, tmp_path):
     j = job("slow", "--steps", "4", "--warm-rank", "0", "--slow-rank", "1", "--spike-rank", "2", "--spike-at", "2",
             "--pause-after", "3")
     # a watch following the run from before it starts, as an operator would run it
-    watch = subprocess.Popen([*NB, "watch", j.run_id, "--json", "--interval", "0.5", "--timeout", str(HANG_S)],
+    # (stalls are not the subject: the job waits for this test as long as the test takes)
+    watch = subprocess.Popen([*NB, "watch", j.run_id, "--json", "--interval", "0.5", "--timeout", str(HANG_S),
+                              "--stall-floor", "3600"],
                              env=j.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     seen: list[dict] = []
     reader = threading.Thread(target=lambda: seen.extend(json.loads(line) for line in watch.stdout), daemon=True)

@@ -6,8 +6,10 @@ and NB_RUN_ID. Rank 0 logs ``train/loss`` = 1 + 0.5 * cos(step / 300) at every s
 ``nan`` steps and +inf at ``inf`` steps, ``train/lr``, a text and (``image``) an 8x8 image.
 Every rank times ``time/step`` with all_ranks=True on the timer's own clock, replaced by
 a model so that the durations are exact whatever the machine's load: 10 ms a step plus
-0-0.2 ms (by rank and step), and ``slow_s`` (30 ms) on ``slow_rank``. (Sleeps made the
-test of the report's straggler flaky: a busy machine stretched a healthy rank's timings.)
+0-0.2 ms (by rank and step), and ``slow_s`` (30 ms) on ``slow_rank``. (Timed sleeps made
+the test of the report's straggler flaky: a busy machine stretched a healthy rank's
+timings.) ``slow_rank`` also really sleeps 2 ms a timed step, so that its wall clock
+runs ahead of the others' (the plot tests of time axes need that).
 With ``system`` local rank 0 samples cpu and memory (and with ``"gpu"`` the GPUs) every
 0.05 s for half a second.
 """
@@ -35,8 +37,11 @@ def main() -> None:
     for step in range(steps):
         if step < timed:
             with run.timer("time/step", step=step, all_ranks=True):
-                clock[0] += (spec.get("slow_s", 0.030) if run.rank == spec.get("slow_rank")
-                             else 0.010 + 1e-4 * ((run.rank + step) % 3))
+                if run.rank == spec.get("slow_rank"):
+                    time.sleep(0.002)  # its wall clock ahead; the timer counts the model's time
+                    clock[0] += spec.get("slow_s", 0.030)
+                else:
+                    clock[0] += 0.010 + 1e-4 * ((run.rank + step) % 3)
         value = 1.0 + 0.5 * math.cos(step / 300.0)
         if step == spec.get("spike_step"):
             value = spec.get("spike_value", 50.0)

@@ -3,9 +3,11 @@ every rank times its own work each step as ``time/work`` (all ranks) and all-red
 tensor, so the ranks keep in step as DDP ranks do. Nothing in it knows what is judged.
 
 The timer's clock is the model's: the work of a step "takes" a modelled duration,
-exact whatever the machine's load, and real time counts only in whole seconds
-(``floor(perf_counter())``): the µs-ms a busy machine adds to a step never shows, a
-real wait of 2 s shows as 2-3 s. The model: 41-49 µs a step (by rank and step);
+exact whatever the machine's load. On the ranks that really wait (the slow rank, the
+waiters) real time counts too, in whole seconds only (``floor(perf_counter())``): the
+µs-ms a busy machine adds to a step never shows (or, once in a long while, as one
+spike of a second), a real wait of 2 s shows as 2-3 s. The model: 41-49 µs a step
+(by rank and step);
 
     --warm-rank R       rank R's first step takes 8 ms (warm-up)
     --spike-rank R --spike-at S
@@ -59,7 +61,10 @@ def main() -> None:
     rank = dist.get_rank()
     model = [0.0]
     # the timer's clock (tests/cli/test_timers.py and scripts/bench_scale.py do the same)
-    sys.modules[nb.Timer.__module__]._perf = lambda: model[0] + math.floor(time.perf_counter())
+    if rank == args.slow_rank or rank in waiters:
+        sys.modules[nb.Timer.__module__]._perf = lambda: model[0] + math.floor(time.perf_counter())
+    else:
+        sys.modules[nb.Timer.__module__]._perf = lambda: model[0]
     run = nb.init("straggler", run_name=args.name, root=args.root, system=False, timing_all_ranks=True)
     assert run.rank == rank, (run.rank, rank)
     dist.barrier()
