@@ -10,6 +10,8 @@ from typing import Annotated, Any
 
 import typer
 
+from nblog.reader import STRAGGLER_FLOOR_S, STRAGGLER_SPREAD, STRAGGLER_WARMUP_STEPS
+
 from .._options import AllowDamaged, Json, Root, RunArg
 from .._output import Output, Styled, clean, emit_json_line, fmt_time, info, json_text, warn
 
@@ -60,10 +62,16 @@ def watch(
                                    min=0, metavar="K")] = 10.0,
     stall_floor: Annotated[float, _opt("--stall-floor", "Stall: ... and for at least SECONDS.", min=0,
                                        metavar="SECONDS")] = 60.0,
-    straggler_ratio: Annotated[float, _opt("--straggler-ratio", "Straggler: a rank's timer mean at least X "
-                                                                "times the median of the ranks' means.",
-                                           min=1.0, metavar="X")] = 1.5,
-    straggler_steps: Annotated[int, _opt("--straggler-steps", "Straggler: over each rank's last N timer points.",
+    straggler_ratio: Annotated[float, _opt("--straggler-ratio", "Straggler (the rule of nb timers): a rank's "
+                                                                "lower median per step at least X times the "
+                                                                "median of the ranks' ...", min=1.0,
+                                           metavar="X")] = STRAGGLER_SPREAD,
+    straggler_floor: Annotated[float, _opt("--straggler-floor", "... and at least SECONDS above it ...", min=0.0,
+                                           metavar="SECONDS")] = STRAGGLER_FLOOR_S,
+    straggler_warmup: Annotated[int, _opt("--straggler-warmup", "... the first N steps of each rank's session "
+                                                                "left out ...", min=0, max=10_000_000,
+                                          metavar="N")] = STRAGGLER_WARMUP_STEPS,
+    straggler_steps: Annotated[int, _opt("--straggler-steps", "... over each rank's last N steps.",
                                          min=1, max=10_000_000, metavar="N")] = 50,
     gpu_idle: Annotated[float, _opt("--gpu-idle", "GPU idle: utilization below PERCENT ...", min=0, max=100,
                                     metavar="PERCENT")] = 5.0,
@@ -77,9 +85,13 @@ def watch(
 
     Rules: nonfinite (first NaN/inf of a scalar tag), spike (robust z-score against a
     rolling median), stall (a rank with no new step for a while, or silent while others
-    go on), straggler (a rank's timer mean far above the median of the ranks, the rule
-    of nb timers), gpu_idle and gpu_throttled (from the system metrics), failure (an
-    uncaught exception on any rank) and alert (run.alert in the training code).
+    go on), straggler (the rule of nb timers over each rank's last --straggler-steps
+    steps: a rank's lower median per step, the first --straggler-warmup steps of each
+    session and the steps from where a rank failed or died left out, at least
+    --straggler-ratio times the median of the ranks' and --straggler-floor seconds
+    above it; named after 3 steps of a rank slower on every step), gpu_idle and
+    gpu_throttled (from the system metrics), failure (an uncaught exception on any
+    rank) and alert (run.alert in the training code).
 
     Follows the run, polling every --interval seconds, until it is finished or failed
     and every rank's session is closed (or Ctrl-C). Each alert is one line (escaped),
@@ -97,9 +109,13 @@ def watch(
             raise typer.BadParameter(f"cannot split {exec_cmd!r}: {err}", param_hint="--exec") from None
         if not argv:
             raise typer.BadParameter("empty command", param_hint="--exec")
-    options = WatchOptions(spike_window=spike_window, spike_z=spike_z, spike_warmup=spike_warmup, stall_k=stall_k,
-                           stall_floor_s=stall_floor, straggler_ratio=straggler_ratio,
-                           straggler_steps=straggler_steps, gpu_idle_percent=gpu_idle, gpu_samples=gpu_samples)
+    try:
+        options = WatchOptions(spike_window=spike_window, spike_z=spike_z, spike_warmup=spike_warmup,
+                               stall_k=stall_k, stall_floor_s=stall_floor, straggler_ratio=straggler_ratio,
+                               straggler_floor_s=straggler_floor, straggler_warmup=straggler_warmup,
+                               straggler_steps=straggler_steps, gpu_idle_percent=gpu_idle, gpu_samples=gpu_samples)
+    except ValueError as err:  # not finite: the options' min/max let inf and nan through
+        raise typer.BadParameter(str(err)) from None
     watcher = Watcher(run, root, options)
     if watcher.resolve() is None:
         if once:

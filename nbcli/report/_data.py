@@ -138,7 +138,15 @@ def heat_map(tag: str, frame: pl.DataFrame, report: dict | None, columns: int = 
 
     Args:
         frame: columns rank, x (step), value (seconds).
-        report: this timer's rows of ``nb timers``' report (stragglers, slowest rank).
+        report: this timer's rows of ``nb timers``' report (:func:`nblog.reader.timer_report`):
+            ``{"timer": its row of "timers", "ranks": its rows of "ranks", "rule":
+            {"threshold", "floor_s", "warmup_steps"}}``.
+
+    Returns:
+        tag, x, bucketed, ranks, cells, lo, hi (the colour scale), and by the one
+        straggler rule: stragglers (ranks), slowest_rank, slowest_s and median_s (lower
+        medians per step, seconds), spread, rule (the rule's threshold, floor_s and
+        warmup_steps; None without ``report``).
     """
     grid = S.make_grid(frame.filter(pl.col("value").is_finite())["x"].to_numpy(), columns)
     per = S.buckets(frame, grid)
@@ -159,17 +167,22 @@ def heat_map(tag: str, frame: pl.DataFrame, report: dict | None, columns: int = 
         "hi": float(np.quantile(finite, 0.99)) if len(finite) else None,
         "stragglers": [],
         "slowest_rank": None,
+        "slowest_s": None,
+        "median_s": None,
         "spread": None,
+        "rule": None,
     }
     if report:
         out["stragglers"] = [r["rank"] for r in report["ranks"] if r["straggler"]]
-        out["slowest_rank"] = report["timer"]["slowest_rank"]
-        out["spread"] = report["timer"]["spread"]
+        for k in ("slowest_rank", "slowest_s", "median_s", "spread"):
+            out[k] = report["timer"][k]
+        out["rule"] = report.get("rule")
     return out
 
 
 def timer_maps(reader: RunReader, columns: int = HEAT_COLUMNS) -> list[dict]:
-    """Every timer of the run as a heat map, stragglers by ``nb timers``' rule."""
+    """Every timer of the run as a heat map, stragglers by ``nb timers``' rule (its
+    defaults: :class:`nblog.reader.StragglerRule`)."""
     from nblog.reader import timer_report
 
     rep = timer_report(reader)
@@ -179,7 +192,8 @@ def timer_maps(reader: RunReader, columns: int = HEAT_COLUMNS) -> list[dict]:
         frame = S.points(reader, tag, rank=None)
         if not len(frame):
             continue
-        rows = {"timer": t, "ranks": [r for r in rep["ranks"] if r["tag"] == tag]}
+        rows = {"timer": t, "ranks": [r for r in rep["ranks"] if r["tag"] == tag],
+                "rule": {k: rep[k] for k in ("threshold", "floor_s", "warmup_steps")}}
         maps.append(heat_map(tag, frame, rows, columns))
     return maps
 

@@ -324,8 +324,11 @@
     var any = DATA.runs.some(function (r) { return r.timers.length; });
     if (!any) return;
     var s = section("timers", "Timers");
-    s.appendChild(el("p", { cls: "note", text: "Mean seconds per rank (rows) and step bucket (columns). Stragglers by nb timers' rule: a rank whose mean is at least " +
-      "1.2x the median of the ranks' means." }));
+    var rule = null;
+    DATA.runs.forEach(function (r) { r.timers.forEach(function (h) { rule = rule || h.rule; }); });
+    s.appendChild(el("p", { cls: "note", text: "Mean seconds per rank (rows) and step bucket (columns). Stragglers by nb timers' rule: a rank whose lower median " +
+      "per step (the first " + rule.warmup_steps + " step(s) of each session, and the steps from where a rank failed or died, left out) is at least " +
+      rule.threshold + "x the median of the ranks' and " + fmt(rule.floor_s) + " s above it." }));
     DATA.runs.forEach(function (run) {
       if (!run.timers.length) return;
       if (DATA.runs.length > 1) s.appendChild(el("h3", { text: run.id }));
@@ -333,7 +336,7 @@
         var card = el("div", { cls: "card" }, el("h3", { text: h.tag }));
         s.appendChild(card);
         var who = h.stragglers.length ? "stragglers: " + h.stragglers.map(function (r) { return "rank " + r; }).join(", ") : "no straggler";
-        card.appendChild(el("div", { cls: "note" + (h.stragglers.length ? " bad" : ""), text: who + "; slowest rank " + h.slowest_rank + (h.spread != null ? ", spread " + h.spread.toFixed(2) + "x (slowest mean / median mean)" : "") + "; " + count(h.ranks.length, "rank") }));
+        card.appendChild(el("div", { cls: "note" + (h.stragglers.length ? " bad" : ""), text: who + (h.slowest_rank != null ? "; slowest rank " + h.slowest_rank + (h.spread != null ? ", spread " + h.spread.toFixed(2) + "x (its lower median per step / the ranks' median)" : "") : "; too few steps to judge") + "; " + count(h.ranks.length, "rank") }));
         heatMap(card, h);
       });
     });

@@ -17,7 +17,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from nblog.reader import LiveRun, Series, event_files, read_envelopes, run_summary, straggler_rule
+from nblog.reader import (
+    LiveRun,
+    Series,
+    event_files,
+    failed_ranks,
+    read_envelopes,
+    run_summary,
+    straggler_frames,
+)
 
 from .bands import ranks_band_spec
 from .groups import config_value, groups_spec
@@ -28,6 +36,9 @@ from .widgets.heatmap import HeatData, heat_data
 from .widgets.plot import PALETTE, PlotSpec
 
 if TYPE_CHECKING:
+    from nblog.reader import TimerFrames
+
+    from .events import RunEvents
     from .media import MediaData, MediaSource
 
 MAX_PLOTS = 6
@@ -104,6 +115,13 @@ def shown_text(text: str) -> str:
             "nb tail --json RUN or RunReader.text() has all of it")
 
 
+def _slowest_first(row: dict) -> tuple:
+    """Order of the timers table's rows when it keeps each timer's slowest ranks: by the
+    straggler rule's statistic (lower median per step, highest first; ranks it does
+    not judge last), then by mean, then rank (as ``nb timers``)."""
+    return (row["step_s"] is None, -(row["step_s"] or 0.0), -row["mean_s"], row["rank"])
+
+
 class RunModel:
     """The data behind the run screen. ``lives``: the runs already opened (and being
     read) by :func:`nbcli.tui.preload.start`; else each of ``run_dirs`` is opened here."""
@@ -117,6 +135,7 @@ class RunModel:
         self.smoother = Smoother()
         self._used: OrderedDict[tuple, None] = OrderedDict()
         self._media: MediaSource | None = None  # once the media view asks
+        self._events: RunEvents | None = None  # failures for the straggler rule, once the timers view asks
         self.group_key: str | None = None  # plots: runs grouped by this config key (mean, band)
 
     def preload(self, rank: int = 0) -> None:
@@ -360,36 +379,44 @@ class RunModel:
         return spec
 
     def _timers(self, req: Request, _default: str | None) -> TimersData:
+        import polars as pl
+
         live = self.primary
         ranks = live.ranks()
         tags = sorted({t for r in ranks for t in live.tags(r, "timer")})
-        rows: list[dict[str, Any]] = []
         per_tag: dict[str, dict[int, Series]] = {t: {} for t in tags}
+        code = {t: i for i, t in enumerate(tags)}
+        parts: dict[str, list[np.ndarray]] = {k: [] for k in ("tag", "rank", "session", "step", "value")}
         for r in ranks:
             mine = [t for t in tags if t in set(live.tags(r, "timer"))]
             if not mine:
                 continue
             for tag, s in live.series(r, mine, "timer").items():
                 self._use(0, (r, "timer", tag))
-                if not len(s):
+                n = len(s)
+                if not n:
                     continue
                 per_tag[tag][r] = s
-                v = s.value
-                rows.append({
-                    "tag": tag, "rank": r, "count": len(v), "mean_s": float(np.mean(v)),
-                    "p50_s": float(np.percentile(v, 50)), "p95_s": float(np.percentile(v, 95)),
-                    "max_s": float(np.max(v)), "total_s": float(np.sum(v)),
-                })
-        rows.sort(key=lambda r: (r["tag"], r["rank"]))
-        # nb timers' rule (nblog.reader.straggler_rule): the rows of stragglers are marked
-        # and the band's line is the slowest rank's, so both name the same ranks
-        rules = {tag: straggler_rule({row["rank"]: row["mean_s"] for row in rows if row["tag"] == tag})
-                 for tag in tags if per_tag[tag]}
-        for row in rows:
-            row["straggler"] = row["rank"] in rules[row["tag"]]["stragglers"]
+                parts["tag"].append(np.full(n, code[tag], np.uint32))
+                parts["rank"].append(np.full(n, r, np.int32))
+                parts["session"].append(s.session)
+                parts["step"].append(s.step)
+                parts["value"].append(s.value)
+        # nb timers' rule, the one implementation (nblog.reader.straggler_frames): the rows of
+        # stragglers are marked and the band's line is the slowest rank's, so both name
+        # the same ranks as nb timers, nb watch and nb report
+        rows: list[dict[str, Any]] = []
+        timers: dict[str, dict[str, Any]] = {}
+        frames: TimerFrames | None = None
+        if parts["tag"]:
+            cols = {k: np.concatenate(v) for k, v in parts.items()}
+            points = pl.DataFrame({"tag": pl.Series(tags).gather(cols.pop("tag")), **cols})
+            frames = straggler_frames(points, failed=self._failed(live, ranks))
+            rows = frames.ranks.to_dicts()
+            timers = {t["tag"]: t for t in frames.timers.iter_rows(named=True)}
         timer = req.timer if req.timer in per_tag else (tags[0] if tags else None)
         if timer is not None:
-            slowest = rules[timer]["slowest_rank"] if timer in rules else None
+            slowest = timers[timer]["slowest_rank"] if timer in timers else None
             spec, _slow = band_spec(f"{timer}: band across ranks", per_tag[timer], req.buckets, slowest)
         else:
             from .widgets.plot import PlotSpec
@@ -399,15 +426,39 @@ class RunModel:
             by_tag: dict[str, list[dict]] = {}
             for row in rows:
                 by_tag.setdefault(row["tag"], []).append(row)
-            keep = {id(row) for rs in by_tag.values()
-                    for row in sorted(rs, key=lambda row: (-row["mean_s"], row["rank"]))[:TABLE_RANKS]}
+            keep = {id(row) for rs in by_tag.values() for row in sorted(rs, key=_slowest_first)[:TABLE_RANKS]}
             rows = [row for row in rows if id(row) in keep]
         heat = None
-        if timer is not None and len(per_tag[timer]) > HEAT_MIN_RANKS:
+        if timer is not None and frames is not None and len(per_tag[timer]) > HEAT_MIN_RANKS:
             ss = per_tag[timer]
+            verdict = frames.ranks.filter(pl.col("tag") == timer)
+            judged = dict(verdict.filter(pl.col("step_s").is_not_null()).select("rank", "step_s").iter_rows())
+            flagged = verdict.filter("straggler")["rank"].to_list()
             heat = heat_data(timer, {r: (s.step, s.value) for r, s in ss.items()},
-                             {r: (live.sessions(r) or [{}])[-1].get("host") or "?" for r in ss})
+                             {r: (live.sessions(r) or [{}])[-1].get("host") or "?" for r in ss},
+                             judged=judged, median_s=timers[timer]["median_s"], stragglers=flagged)
         return TimersData(rows, tags, spec, timer, heat)
+
+    def _failed(self, live: LiveRun, ranks: list[int]) -> list[tuple[int, int, int | None]]:
+        """Where ranks of ``live`` failed or died, for the straggler rule
+        (:func:`nblog.reader.failed_ranks`): the failure events of every rank's logs (read
+        incrementally, kept between calls) and the sessions that ended without END."""
+        if self._events is None or self._events.dir != live.dir:
+            from .events import RunEvents
+
+            self._events = RunEvents(live.dir)
+        self._events.poll()
+        failures = [e for e in self._events.events if e["kind"] == "failure"]
+        sessions = []
+        for r in ranks:
+            for s in live.sessions(r):
+                closed = s["end"] is not None
+                pid = None if closed else live.header(r, s["session"]).get("pid")  # asked where it matters
+                start = s["wall_start"]
+                last = start + s["duration_s"] if isinstance(start, (int, float)) and not isinstance(start, bool) else None
+                sessions.append({"rank": r, "session": s["session"], "closed": closed, "host": s["host"], "pid": pid,
+                                 "last_wall": last})
+        return failed_ranks(failures, sessions, live.meta.get("status"))
 
     def _system(self, req: Request, _default: str | None) -> SystemData:
         live = self.primary

@@ -6,7 +6,8 @@ session files in order, read incrementally (``_rankfiles``, ``_logfile``); whole
 long runs from the writer's sidecars (:func:`read_envelopes`); following one rank
 (:class:`Follower`, ``nb tail``) and console logs (:class:`ConsoleLogs`, ``nb logs``);
 media (:meth:`RunReader.media`, :func:`decode_histogram`); reports (:func:`overview`,
-:func:`timer_report`, :func:`straggler_rule`); watching (:class:`Watcher`); export
+:func:`timer_report`, :func:`timer_frames`, the one straggler rule
+:func:`straggler_frames`); watching (:class:`Watcher`); export
 (:func:`read_frame`, :func:`write_frame`, :func:`export_root`); comparing runs
 (:func:`diff_runs`); querying many runs (:func:`parse_where`, :func:`select_runs`);
 TensorBoard import (:func:`import_sources`, :func:`import_source`); tag selection (:func:`tag_matcher`).
@@ -77,9 +78,14 @@ _NAMES: dict[str, tuple[str, str]] = {
     "failure_line": ("._summary", "failure_line"),
     "provenance_lines": ("._summary", "provenance_lines"),
     "TRACEBACK_LINES": ("._summary", "TRACEBACK_LINES"),
-    "straggler_rule": ("._stragglers", "straggler_rule"),
+    "timer_frames": ("._summary", "timer_frames"),
+    "failed_ranks": ("._summary", "failed_ranks"),
+    "StragglerRule": ("._stragglers", "StragglerRule"),
+    "TimerFrames": ("._stragglers", "TimerFrames"),
     "straggler_frames": ("._stragglers", "straggler_frames"),
     "STRAGGLER_SPREAD": ("._stragglers", "STRAGGLER_SPREAD"),
+    "STRAGGLER_FLOOR_S": ("._stragglers", "STRAGGLER_FLOOR_S"),
+    "STRAGGLER_WARMUP_STEPS": ("._stragglers", "STRAGGLER_WARMUP_STEPS"),
     # watching
     "Watcher": ("._watch", "Watcher"),
     "WatchOptions": ("._watch", "WatchOptions"),
@@ -177,13 +183,22 @@ if TYPE_CHECKING:  # the names for the type checker; at run time __getattr__ imp
         select as select_runs,
     )
     from ._select import tag_matcher, tag_set
-    from ._stragglers import STRAGGLER_SPREAD, straggler_frames, straggler_rule
+    from ._stragglers import (
+        STRAGGLER_FLOOR_S,
+        STRAGGLER_SPREAD,
+        STRAGGLER_WARMUP_STEPS,
+        StragglerRule,
+        TimerFrames,
+        straggler_frames,
+    )
     from ._summary import (
         TRACEBACK_LINES,
+        failed_ranks,
         failure_line,
         overview,
         provenance_lines,
         tag_table,
+        timer_frames,
         timer_report,
     )
     from ._tag_summary import tag_summaries

@@ -533,21 +533,9 @@ class RunReader:
         Aggregation happens here, at read time, never in the training loop.
         ``last_steps`` keeps only the last N steps of each rank.
         """
-        df = self.timers(tags, all_ranks=all_ranks, rank=rank)
-        if last_steps is not None and len(df):
-            df = df.filter(pl.col("step") > pl.col("step").max().over("rank") - last_steps)
-        return (
-            df.group_by("tag", "rank")
-            .agg(
-                pl.len().alias("count"),
-                pl.col("value").mean().alias("mean_s"),
-                pl.col("value").quantile(0.5, "linear").alias("p50_s"),
-                pl.col("value").quantile(0.95, "linear").alias("p95_s"),
-                pl.col("value").max().alias("max_s"),
-                pl.col("value").sum().alias("total_s"),
-            )
-            .sort("tag", "rank")
-        )
+        from ._stragglers import timer_stats_of  # nb timers shows these beside the straggler rule
+
+        return timer_stats_of(self.timers(tags, all_ranks=all_ranks, rank=rank), last_steps)
 
     def text(
         self,

@@ -7,9 +7,10 @@ never in the training loop. Imports numpy and polars (through the reader).
 
 from __future__ import annotations
 
+import math
 import os
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -20,7 +21,7 @@ from ._failures import failure_line, unended_line
 from ._media_read import pack_check
 from ._reader import RunReader
 from ._select import tag_matcher
-from ._stragglers import STRAGGLER_SPREAD, straggler_rule
+from ._stragglers import MIN_STEPS, StragglerRule, TimerFrames, straggler_frames
 from ._tail import json_number
 
 if TYPE_CHECKING:
@@ -324,51 +325,126 @@ def media_pack(reader: RunReader, rank: int) -> dict | None:
     return pack_check(reader, rank)
 
 
+def timer_frames(
+    reader: RunReader,
+    tags: str | Iterable[str] | None = None,
+    *,
+    last_steps: int | None = None,
+    rule: StragglerRule | None = None,
+) -> TimerFrames | None:
+    """Timers across ranks as frames, the straggler rule applied: every rank's timer
+    points read once, the ranks that failed or died (:func:`failed_ranks` of the run's
+    files), :func:`~nblog.reader.straggler_frames`. What ``nb timers``, ``nb watch``,
+    ``nb report`` and :func:`timer_report` show.
+
+    Args:
+        tags: shell-style globs selecting timers (None: all).
+        last_steps: only each rank's last N steps of the timers selected.
+        rule: the straggler rule's parameters (default ``StragglerRule()``).
+
+    Returns:
+        :class:`~nblog.reader.TimerFrames`, or None when no timer (matching ``tags``)
+        was logged.
+    """
+    import polars as pl
+
+    points = reader.timers(None, all_ranks=True)  # one pass over every rank's files
+    if tags:
+        match = tag_matcher(tags)
+        names = sorted(t for t in points["tag"].unique().to_list() if match(t))
+        points = points.filter(pl.col("tag").is_in(names))
+    if not len(points):
+        return None
+    return straggler_frames(points, rule, failed=_failed_in(reader), last_steps=last_steps)
+
+
 def timer_report(
     reader: RunReader,
     tags: str | Iterable[str] | None = None,
     *,
     last_steps: int | None = None,
-    threshold: float = STRAGGLER_SPREAD,
+    rule: StragglerRule | None = None,
 ) -> dict:
-    """Timers across ranks, for ``nb timers``.
+    """Timers across ranks, for ``nb timers --json``: :func:`timer_frames` as JSON-able dicts.
 
     Args:
         tags: shell-style globs selecting timers (None: all).
         last_steps: keep only each rank's last N steps.
-        threshold: a timer whose slowest rank's mean is at least ``threshold`` times
-            the median of the ranks' means is flagged as having a straggler.
+        rule: the straggler rule's parameters (default ``StragglerRule()``: a rank
+            whose lower median per step, warm-up left out, is at least 1.2 x the
+            median of the ranks' and 5 ms above it).
 
     Returns:
-        ``{"ranks": [...], "timers": [...], "threshold": threshold, "world_size": N}``. ``ranks`` has one
-        row per (timer, rank): tag, rank, count, mean_s, p50_s, p95_s, max_s, total_s,
-        straggler (this rank's mean ≥ threshold × the median mean). ``timers`` has one
-        row per timer: tag, ranks, slowest_rank, slowest_mean_s, median_mean_s,
-        fastest_rank, fastest_mean_s, spread (slowest mean / median mean; None when
-        the median is 0), straggler (spread ≥ threshold).
+        ``{"ranks": [...], "timers": [...], "cut": [...], "threshold", "floor_s",
+        "warmup_steps", "min_steps", "world_size"}``. ``ranks`` has one row per
+        (timer, rank): tag, rank, count, mean_s, p50_s, p95_s, max_s, total_s (every
+        occurrence), steps, step_s (the rule's statistic: the lower median per step;
+        None when not judged), straggler. ``timers`` has one row per timer: tag,
+        ranks, judged, slowest_rank, slowest_s, median_s, fastest_rank, fastest_s,
+        spread (slowest_s / median_s; None when the median is 0), stragglers,
+        straggler. ``cut``: session, step, rank of each session whose points from
+        ``step`` on were left out of the rule (``rank`` failed or died there).
     """
-    match = tag_matcher(tags)
-    empty: dict[str, Any] = {"ranks": [], "timers": [], "threshold": threshold, "world_size": reader.meta.get("world_size")}
-    names = None
-    if tags:  # the timers' names from one pass over every rank's files (one per rank listed
-        # the folder twice for each rank: minutes at 8,192 ranks)
-        names = sorted(t for t in reader.timers(all_ranks=True)["tag"].unique().to_list() if match(t))
-        if not names:
-            return empty
-    stats = reader.timer_stats(names, all_ranks=True, last_steps=last_steps)
-    if not len(stats):
-        return empty
-    per_rank = []
-    timers = []
-    for (tag,), g in stats.sort("tag", "rank").group_by("tag", maintain_order=True):
-        rows = g.to_dicts()
-        rule = straggler_rule({r["rank"]: r["mean_s"] for r in rows}, threshold)
-        flagged = set(rule.pop("stragglers"))
-        for r in rows:
-            r["straggler"] = r["rank"] in flagged
-            per_rank.append(r)
-        timers.append({"tag": tag, "ranks": len(rows), **rule})
-    return {"ranks": per_rank, "timers": timers, "threshold": threshold, "world_size": reader.meta.get("world_size")}
+    rule = rule or StragglerRule()
+    out: dict[str, Any] = {"ranks": [], "timers": [], "cut": [], "threshold": rule.threshold,
+                           "floor_s": rule.floor_s, "warmup_steps": rule.warmup_steps, "min_steps": MIN_STEPS,
+                           "world_size": reader.meta.get("world_size")}
+    frames = timer_frames(reader, tags, last_steps=last_steps, rule=rule)
+    if frames is not None:
+        out.update(ranks=frames.ranks.to_dicts(), timers=frames.timers.to_dicts(), cut=frames.cut.to_dicts())
+    return out
+
+
+def failed_ranks(failures: Iterable[Mapping[str, Any]], sessions: Iterable[Mapping[str, Any]],
+                 status: str | None) -> list[tuple[int, int, int | None]]:
+    """Where ranks stopped, as the straggler rule takes it
+    (:func:`~nblog.reader.straggler_frames` ``failed=``).
+
+    Args:
+        failures: the run's failure events: rank, session, step (an int; a failure
+            with no step, before the first one, is left out), wall (unix seconds or
+            None).
+        sessions: every session file of every rank: rank, session, closed (its END
+            record was read), host, pid (of its header), last_wall (unix seconds of
+            its last record, or None).
+        status: the run's status as ``run.json`` has it.
+
+    Returns:
+        ``(rank, session, step)`` of each failure and ``(rank, session, None)`` of
+        each session that ended without an END record by the rule of
+        :func:`incidents` (the run is over, the rank has a later session, or another
+        rank closed the same session, unless its process is alive on this machine),
+        earliest first (a failure by its time, a dead session by its last record;
+        unknown times last): where several stopped at one step, the rule names the
+        first, the rank the others waited for.
+    """
+    found: list[tuple[object, tuple[int, int, int | None]]] = [
+        (f.get("wall"), (f["rank"], f["session"], f["step"])) for f in failures
+        if isinstance(f.get("step"), int) and not isinstance(f.get("step"), bool)]
+    found += [(f.get("last_wall"), (f["rank"], f["session"], None))
+              for f in _unended_files([dict(f) for f in sessions], status)]
+
+    def when(item: tuple[object, tuple]) -> tuple[bool, float]:
+        w = item[0]
+        known = isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w)
+        return (not known, float(w) if known else 0.0)  # type: ignore[arg-type]  # a number when known
+
+    return [where for _w, where in sorted(found, key=when)]
+
+
+def _failed_in(reader: RunReader) -> list[tuple[int, int, int | None]]:
+    """:func:`failed_ranks` of the rank files ``reader`` has read (after
+    ``timers(all_ranks=True)``: every rank, without listing the folder again)."""
+    failures, sessions = [], []
+    for r in reader._files.ranks():
+        for s, lf in reader._rank_files(r):
+            start = lf.header.get("wall_start")
+            last = start + lf.max_ms / 1000.0 if isinstance(start, (int, float)) and not isinstance(start, bool) else None
+            sessions.append({"rank": r, "session": s, "closed": lf.end is not None, "host": lf.header.get("host"),
+                             "pid": lf.header.get("pid"), "last_wall": last})
+            failures += [{"rank": r, "session": s, "step": ev.get("step"), "wall": ev.get("wall")}
+                         for ev in lf.events if ev.get("kind") == "failure"]
+    return failed_ranks(failures, sessions, reader.meta.get("status"))
 
 
 #: Text lines of a failure's traceback that ``nb show`` prints (``--json`` has it whole).
@@ -406,24 +482,12 @@ def incidents(reader: RunReader, files: list[dict] | None = None, status: str | 
     now = [e for e in failures if e["session"] == current]
     first = now[0] if now else None
     after = len({e["rank"] for e in now[1:] if e["rank"] != first["rank"]}) if first else 0
-    latest: dict[int, int] = {}
-    closed_sessions: set[int] = set()
-    for f in files:
-        latest[f["rank"]] = max(latest.get(f["rank"], -1), f["session"])
-        if f["closed"]:
-            closed_sessions.add(f["session"])
-    dead = status not in ("running", None)
-    here = None if dead else _this_host()
     unended = []
-    for f in files:
-        if f["closed"]:
-            continue
-        if dead or f["session"] < latest[f["rank"]] or (f["session"] in closed_sessions
-                                                         and not _alive_here(f, here)):
-            wall0, dur = f.get("wall_start"), f.get("duration_s")
-            last = wall0 + dur if isinstance(wall0, (int, float)) and isinstance(dur, (int, float)) else None
-            unended.append({"rank": f["rank"], "session": f["session"], "host": f.get("host"),
-                            "last_step": f.get("last_step"), "last_record": last})
+    for f in _unended_files(files, status):
+        wall0, dur = f.get("wall_start"), f.get("duration_s")
+        last = wall0 + dur if isinstance(wall0, (int, float)) and isinstance(dur, (int, float)) else None
+        unended.append({"rank": f["rank"], "session": f["session"], "host": f.get("host"),
+                        "last_step": f.get("last_step"), "last_record": last})
     for u in unended:
         u["line"] = unended_line(u)
     # which came first in the latest session: a rank that stopped writing without an END
@@ -445,6 +509,23 @@ def incidents(reader: RunReader, files: list[dict] | None = None, status: str | 
         "alerts": alerts,
         "provenance": provenance(reader.dir),
     }
+
+
+def _unended_files(files: list[dict], status: str | None) -> list[dict]:
+    """The sessions of ``files`` (dicts with rank, session, closed, host, pid) that
+    ended without an END record: not closed, and the run is not running (its status
+    is known and not "running"), or the rank has a later session, or another rank's
+    same session is closed while this one's process is not alive on this machine."""
+    latest: dict[int, int] = {}
+    closed_sessions: set[int] = set()
+    for f in files:
+        latest[f["rank"]] = max(latest.get(f["rank"], -1), f["session"])
+        if f["closed"]:
+            closed_sessions.add(f["session"])
+    dead = status not in ("running", None)
+    here = None if dead else _this_host()
+    return [f for f in files if not f["closed"] and (
+        dead or f["session"] < latest[f["rank"]] or (f["session"] in closed_sessions and not _alive_here(f, here)))]
 
 
 def _this_host() -> str:

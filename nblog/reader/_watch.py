@@ -12,9 +12,11 @@ spike          a point whose robust z-score (against the median and MAD of the t
 stall          a rank with no new step for ``stall_k`` × its median step time (at least
                ``stall_floor_s``) while its session is open, named against the others' step;
                a rank that logs no steps, by its last frame of any kind (heartbeats)
-straggler      a rank whose timer mean over the last ``straggler_steps`` steps is at least
-               ``straggler_ratio`` × the median of the ranks (the rule of ``nb timers``:
-               :func:`nblog.reader._summary.timer_report`)
+straggler      a straggler by the one rule of ``nb timers`` (:func:`nblog.reader.straggler_frames`)
+               over each rank's last ``straggler_steps`` steps: its lower median per step
+               (the first ``straggler_warmup`` steps of each session left out, and the
+               steps from where a rank failed or died) at least ``straggler_ratio`` ×
+               the median of the ranks' and ``straggler_floor_s`` above it
 gpu_idle       ``system/gpu{i}/utilization_percent`` below ``gpu_idle_percent`` for
                ``gpu_samples`` samples in a row while the run is running
 gpu_throttled  a ``system/gpu{i}/throttle_*`` flag set for ``gpu_samples`` samples in a row
@@ -46,6 +48,7 @@ from dataclasses import asdict, dataclass
 from ..format._runfile import read_run_json
 from ._failures import unended_line
 from ._rankfiles import follow, ranks_with_logs
+from ._stragglers import STRAGGLER_FLOOR_S, STRAGGLER_SPREAD, STRAGGLER_WARMUP_STEPS, StragglerRule
 from ._tail import KINDS, Event, Follower, json_number
 
 TYPE_CHECKING = False  # RankFiles is imported where the folder is first listed, typing never
@@ -69,9 +72,10 @@ class WatchOptions:
     spike_warmup: int = 20
     stall_k: float = 10.0
     stall_floor_s: float = 60.0
-    straggler_ratio: float = 1.5  # nb timers flags at 1.2 (STRAGGLER_SPREAD); an alert wants more
+    straggler_ratio: float = STRAGGLER_SPREAD  # the rule's parameters: nb timers' defaults
+    straggler_floor_s: float = STRAGGLER_FLOOR_S
+    straggler_warmup: int = STRAGGLER_WARMUP_STEPS
     straggler_steps: int = 50
-    straggler_min_points: int = 10
     gpu_idle_percent: float = 5.0
     gpu_samples: int = 12
 
@@ -83,6 +87,11 @@ class WatchOptions:
             raise ValueError(f"spike_window must be at least 3, not {self.spike_window}")
         if self.gpu_samples < 1 or self.straggler_steps < 1:
             raise ValueError("gpu_samples and straggler_steps must be at least 1")
+        self.straggler_rule()  # ValueError: a parameter of the rule out of its range
+
+    def straggler_rule(self) -> StragglerRule:
+        """The straggler rule with these options' parameters."""
+        return StragglerRule(self.straggler_ratio, self.straggler_floor_s, self.straggler_warmup)
 
 
 def make_alert(rule: str, level: str, run: str, rank: int | None, host: str | None, tag: str | None,
@@ -255,25 +264,27 @@ def _on(host: str | None) -> str:
     return f" on {host}" if host else ""
 
 
-def straggler_alerts(run_dir: str, run: str, hosts: dict[int, str | None], ratio: float, last_steps: int,
-                     min_points: int) -> list[dict]:
-    """Ranks flagged by :func:`nblog.reader._summary.timer_report` (the one straggler rule) over
-    each rank's last ``last_steps`` timer points, among ranks with ``min_points`` or more."""
+def straggler_alerts(run_dir: str, run: str, hosts: dict[int, str | None], rule: StragglerRule,
+                     last_steps: int) -> list[dict]:
+    """Each straggler of each timer by the one straggler rule
+    (:func:`nblog.reader.timer_frames`, as ``nb timers --last-steps N``) over each
+    rank's last ``last_steps`` steps."""
     from ._reader import RunReader
-    from ._summary import timer_report
+    from ._summary import timer_frames
 
-    report = timer_report(RunReader(run_dir), last_steps=last_steps, threshold=ratio)
-    medians = {t["tag"]: t["median_mean_s"] for t in report["timers"]}
+    frames = timer_frames(RunReader(run_dir), last_steps=last_steps, rule=rule)
+    if frames is None:
+        return []
+    medians = dict(frames.timers.select("tag", "median_s").iter_rows())
     out = []
-    for row in report["ranks"]:
-        if not row["straggler"] or row["count"] < min_points:
-            continue
+    for row in frames.ranks.filter("straggler").iter_rows(named=True):
         med = medians.get(row["tag"]) or 0.0
-        x = row["mean_s"] / med if med > 0 else math.inf
+        x = row["step_s"] / med if med > 0 else math.inf
         out.append(make_alert("straggler", "warn", run, row["rank"], hosts.get(row["rank"]), row["tag"], None, None,
-                              f"rank {row['rank']}{_on(hosts.get(row['rank']))} is slow in {row['tag']}: mean "
-                              f"{row['mean_s']:.4g} s over its last {row['count']} steps, {x:.2f}× the median "
-                              f"of the ranks ({med:.4g} s)", mean_s=row["mean_s"], median_mean_s=med, ratio=x))
+                              f"rank {row['rank']}{_on(hosts.get(row['rank']))} is slow in {row['tag']}: "
+                              f"{row['step_s']:.4g} s a step (lower median of its last {row['steps']} steps), "
+                              f"{x:.2f}× the median of the ranks ({med:.4g} s)",
+                              step_s=row["step_s"], median_s=med, ratio=x, steps=row["steps"]))
     return out
 
 
@@ -408,8 +419,7 @@ class Watcher:
             self._timers_new = False
             _load_timer_report()  # a first import (polars: seconds on a busy machine) is not the rule's cost
             began = time.perf_counter()
-            found += straggler_alerts(run_dir, run, self._hosts, o.straggler_ratio, o.straggler_steps,
-                                      o.straggler_min_points)
+            found += straggler_alerts(run_dir, run, self._hosts, o.straggler_rule(), o.straggler_steps)
             self._straggler_next = self.clock() + 20 * (time.perf_counter() - began)
         if running:
             open_ranks = {r for r, f in self._followers.items() if not self._ended(f)}

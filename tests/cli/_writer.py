@@ -3,7 +3,8 @@
 Run with the launcher's variables (RANK/LOCAL_RANK/WORLD_SIZE/LOCAL_WORLD_SIZE, or
 SLURM_*), NB_DIR and, usually, NB_RUN_ID. The spec (all keys optional):
 project, name, config, resume, start, stop (steps), nan (steps where train/loss is
-NaN), inf (steps where it is +inf), slow_rank (this rank's "step" timer sleeps),
+NaN), inf (steps where it is +inf), slow_rank (this rank's "step" timer sleeps 50 ms: a
+straggler by a margin no load crosses, the others time an empty block),
 text (logged at the first step), rank0_timers (only rank 0 times), system (log cpu/memory every 0.05 s), sleep (seconds
 between steps), fail (raise at the end: status "failed"), print_id (print run.id).
 """
@@ -34,7 +35,7 @@ def main() -> None:
     for step in range(start, stop):
         with run.timer("step", step=step, all_ranks=not spec.get("rank0_timers")):
             if run.rank == spec.get("slow_rank"):
-                time.sleep(0.004)
+                time.sleep(0.05)
         run.add_scalar({"train/loss": 1.0 / (step + 1), "[bold red]x[/]": float(step)}, step=step)
         if step in spec.get("nan", []):
             run.add_scalar("train/loss", float("nan"), step=step)

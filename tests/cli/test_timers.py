@@ -23,15 +23,15 @@ def test_per_rank_rows(cli, runs):
         assert r["count"] == 25  # visible occurrences: steps 0-24, the hidden ones left out
         assert 0 <= r["p50_s"] <= r["p95_s"] <= r["max_s"]
         assert r["mean_s"] > 0 and r["total_s"] > 0
-    assert rows["step", 2]["mean_s"] >= 0.004  # it slept 4 ms per step
+    assert rows["step", 2]["mean_s"] >= 0.05  # it slept 50 ms per step
 
 
 def test_slowest_rank_spread_and_straggler(cli, runs):
     rep = report(cli, runs)
     (t,) = rep["timers"]
     assert t["tag"] == "step" and t["ranks"] == 3 and t["slowest_rank"] == 2
-    assert t["spread"] == t["slowest_mean_s"] / t["median_mean_s"]
-    assert t["spread"] > 1.2 and t["straggler"] is True
+    assert t["spread"] == t["slowest_s"] / t["median_s"]
+    assert t["spread"] > 1.2 and t["straggler"] is True and t["stragglers"] == 1 and t["judged"] == 3
     flagged = [r["rank"] for r in rep["ranks"] if r["straggler"]]
     assert flagged == [2]
 
@@ -48,15 +48,17 @@ def test_last_steps(cli, runs):
 
 def test_tag_glob(cli, runs):
     assert report(cli, runs, "--tag", "st*")["timers"][0]["tag"] == "step"
-    assert report(cli, runs, "--tag", "data*") == {"ranks": [], "timers": [], "threshold": 1.2, "world_size": 3}
+    assert report(cli, runs, "--tag", "data*") == {"ranks": [], "timers": [], "cut": [], "threshold": 1.2,
+                                                    "floor_s": 0.005, "warmup_steps": 1, "min_steps": 2,
+                                                    "world_size": 3}
 
 
 def test_plain_tables(cli, runs):
     result = cli("timers", "ddp-00000001", "--root", str(runs))
     assert result.exit_code == 0
     lines = result.stdout.splitlines()
-    assert "TIMER\tRANK\tCOUNT\tMEAN\tP50\tP95\tMAX\tTOTAL\tSTRAGGLER" in lines
-    across = lines[lines.index("TIMER\tRANKS\tSLOWEST RANK\tSLOWEST MEAN\tMEDIAN MEAN\tSPREAD\tSTRAGGLER") + 1]
+    assert "TIMER\tRANK\tCOUNT\tMEAN\tP50\tP95\tMAX\tTOTAL\tMEDIAN/STEP\tSTRAGGLER" in lines
+    across = lines[lines.index("TIMER\tRANKS\tSLOWEST RANK\tSLOWEST\tMEDIAN\tSPREAD\tSTRAGGLERS\tSTRAGGLER") + 1]
     cells = across.split("\t")
     assert cells[0] == "step" and cells[2] == "2" and cells[-1] == "yes"
 
@@ -69,6 +71,10 @@ def test_no_timers(cli, runs):
 def test_bad_options(cli, runs):
     assert cli("timers", "ddp-00000001", "--root", str(runs), "--last-steps", "0").exit_code == 2
     assert cli("timers", "ddp-00000001", "--root", str(runs), "--threshold", "0.5").exit_code == 2
+    assert cli("timers", "ddp-00000001", "--root", str(runs), "--floor", "-1").exit_code == 2
+    assert cli("timers", "ddp-00000001", "--root", str(runs), "--warmup", "-1").exit_code == 2
+    bad = cli("timers", "ddp-00000001", "--root", str(runs), "--floor", "inf")
+    assert bad.exit_code == 2 and "floor_s must be a finite number" in bad.stderr
 
 
 def test_hint_when_only_rank0_timed(cli, tmp_path):
@@ -131,7 +137,7 @@ def test_plain_tables_agree_with_json(cli, tmp_path, monkeypatch):
         run = nb.init("p", _environ=env, system=False, provenance=False, run_id="agree-00000001")
         for step in range(4):
             with run.timer("time/step", step=step, all_ranks=True):
-                clock[0] += {7: 0.008, 8: 0.004}.get(rank, 0.001 + 1e-5 * ((rank * 7 + step) % 5))
+                clock[0] += {7: 0.020, 8: 0.012}.get(rank, 0.001 + 1e-5 * ((rank * 7 + step) % 5))
             with run.timer("time/data", step=step, all_ranks=True):
                 clock[0] += 0.002 + 1e-4 * ((rank * 3 + step) % 4)
         run.finish()
@@ -145,26 +151,28 @@ def test_plain_tables_agree_with_json(cli, tmp_path, monkeypatch):
 
     for t in rep["timers"]:
         row = across[t["tag"]]
-        assert row[1:5] == [str(t["ranks"]), str(t["slowest_rank"]), fmt_seconds(t["slowest_mean_s"]),
-                            fmt_seconds(t["median_mean_s"])]
-        assert row[6] == ("yes" if t["straggler"] else "no")
-    assert across["time/step"][2] == "7" and across["time/step"][6] == "yes"
+        assert row[1:5] == [str(t["ranks"]), str(t["slowest_rank"]), fmt_seconds(t["slowest_s"]),
+                            fmt_seconds(t["median_s"])]
+        assert row[6:] == [str(t["stragglers"]), "yes" if t["straggler"] else "no"]
+    assert across["time/step"][2] == "7" and across["time/step"][6:] == ["2", "yes"]
+    assert across["time/data"][7] == "no"
     (shown,) = [rows[1:] for title, rows in tables.items() if title.startswith("The 10 slowest")]
     for tag in ("time/step", "time/data"):
-        mine = sorted((r for r in rep["ranks"] if r["tag"] == tag), key=lambda r: (-r["mean_s"], r["rank"]))[:10]
+        mine = sorted((r for r in rep["ranks"] if r["tag"] == tag),
+                      key=lambda r: (-r["step_s"], -r["mean_s"], r["rank"]))[:10]
         assert [row[1:] for row in shown if row[0] == tag] == [
             [str(r["rank"]), str(r["count"]), fmt_seconds(r["mean_s"]), fmt_seconds(r["p50_s"]),
-             fmt_seconds(r["p95_s"]), fmt_seconds(r["max_s"]), fmt_seconds(r["total_s"]),
+             fmt_seconds(r["p95_s"]), fmt_seconds(r["max_s"]), fmt_seconds(r["total_s"]), fmt_seconds(r["step_s"]),
              "yes" if r["straggler"] else ""] for r in mine]
     # a timer with more stragglers than the table shows: the note says how many
     one = cli(*args, "--slowest", "1")
     assert "time/step: 2 stragglers" in one.stderr and "--all-ranks shows every rank" in one.stderr
     # --tag with --last-steps: the window counts the timers selected, as --json does
-    assert plain_tables(cli(*args, "--tag", "*step", "--last-steps", "2", "--all-ranks").stdout)[
+    assert plain_tables(cli(*args, "--tag", "*step", "--last-steps", "3", "--all-ranks").stdout)[
         "Timers per rank (seconds)"][1:] == [
-        ["time/step", str(r["rank"]), "2", fmt_seconds(r["mean_s"]), fmt_seconds(r["p50_s"]), fmt_seconds(r["p95_s"]),
-         fmt_seconds(r["max_s"]), fmt_seconds(r["total_s"]), "yes" if r["straggler"] else ""]
-        for r in report_of(cli, *args, "--tag", "*step", "--last-steps", "2")["ranks"]]
+        ["time/step", str(r["rank"]), "3", fmt_seconds(r["mean_s"]), fmt_seconds(r["p50_s"]), fmt_seconds(r["p95_s"]),
+         fmt_seconds(r["max_s"]), fmt_seconds(r["total_s"]), fmt_seconds(r["step_s"]), "yes" if r["straggler"] else ""]
+        for r in report_of(cli, *args, "--tag", "*step", "--last-steps", "3")["ranks"]]
 
 
 def report_of(cli, *args):

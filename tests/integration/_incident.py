@@ -41,8 +41,8 @@ EXPECTED = [
     ("stall", 0, None), ("stall", 1, None), ("stall", 2, None), ("stall", 3, None),
     ("straggler", 2, "time/data"),
 ]
-STRAGGLER_RATIO = 1.5  # nb watch's defaults: the rule and its window
-STRAGGLER_STEPS = 50
+STRAGGLER_RATIO, STRAGGLER_FLOOR_S = 1.2, 0.005  # nb watch's defaults: the rule (nb timers')
+STRAGGLER_STEPS = 50  # and its window
 
 
 def on_disk(run_dir: Path) -> dict | None:
@@ -102,21 +102,26 @@ class Watch:
 
 
 def first_straggler_step(reader: nb.RunReader, rank: int) -> int:
-    """The first step at which ``rank``'s ``time/data`` mean over its last 50 steps is
-    at least 1.5 x the median of the ranks' means (the rule of ``nb timers`` and
-    ``nb watch``, replayed on the data as it stood after each step)."""
+    """The first step after which ``rank`` is a straggler in ``time/data`` by the rule
+    of ``nb timers`` and ``nb watch`` over the last 50 steps, replayed here in plain
+    Python on the data as it stood after each step: each rank's lower median of its
+    steps in the window (its first step, the warm-up, left out), at least 1.2 x the
+    median of the ranks' and 5 ms above it. (One session, one point a step.)"""
     df = reader.timers("time/data", all_ranks=True)
     by_rank = {r: dict(zip(g["step"].to_list(), g["value"].to_list(), strict=True))
                for (r,), g in df.group_by("rank")}
-    order = sorted(by_rank)
+    first = {r: min(steps) for r, steps in by_rank.items()}
     for s in sorted(by_rank[rank]):
-        means = []
-        for r in order:
-            window = [v for st, v in by_rank[r].items() if s - STRAGGLER_STEPS < st <= s]
-            means.append(sum(window) / len(window))
-        m = sorted(means)
+        lows = {}
+        for r, steps in by_rank.items():
+            window = sorted(v for st, v in steps.items() if s - STRAGGLER_STEPS < st <= s and st != first[r])
+            if len(window) >= 2:
+                lows[r] = window[(len(window) - 1) // 2]
+        m = sorted(lows.values())
+        if rank not in lows or len(m) < 2:
+            continue
         median = m[len(m) // 2] if len(m) % 2 else (m[len(m) // 2 - 1] + m[len(m) // 2]) / 2
-        if means[order.index(rank)] >= STRAGGLER_RATIO * median:
+        if lows[rank] >= STRAGGLER_RATIO * median and lows[rank] - median >= STRAGGLER_FLOOR_S:
             return s
     raise AssertionError(f"rank {rank} never was a straggler in the data")
 

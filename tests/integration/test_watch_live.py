@@ -136,7 +136,9 @@ def test_follow_raises_each_alert_once_as_its_data_lands(tmp_path: Path) -> None
 
 
 def test_usage_errors_exit_2_without_a_traceback(tmp_path: Path) -> None:
-    for args in (("--interval", "0"), ("--exec", ""), ("--exec", "'unclosed"), ("--spike-window", "1")):
+    for args in (("--interval", "0"), ("--exec", ""), ("--exec", "'unclosed"), ("--spike-window", "1"),
+                 ("--straggler-floor", "inf"), ("--straggler-floor", "-1"), ("--straggler-warmup", "-1"),
+                 ("--straggler-ratio", "nan"), ("--spike-z", "inf")):
         proc = nb("watch", "whatever", "--once", *args, root=tmp_path)
         assert proc.returncode == 2, (args, proc.stderr)
         assert "Traceback" not in proc.stderr

@@ -4,7 +4,12 @@ Run with torchrun's variables (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE), 
 and NB_RUN_ID. Rank 0 logs ``train/loss`` = 1 + 0.5 * cos(step / 300) at every step of
 ``range(steps)`` with a planted ``spike`` (value ``spike_value`` at ``spike_step``), NaN at
 ``nan`` steps and +inf at ``inf`` steps, ``train/lr``, a text and (``image``) an 8x8 image.
-Every rank times ``time/step`` with all_ranks=True; ``slow_rank`` sleeps ``slow_s`` in it.
+Every rank times ``time/step`` with all_ranks=True on the timer's own clock, replaced by
+a model so that the durations are exact whatever the machine's load: 10 ms a step plus
+0-0.2 ms (by rank and step), and ``slow_s`` (30 ms) on ``slow_rank``. (Timed sleeps made
+the test of the report's straggler flaky: a busy machine stretched a healthy rank's
+timings.) ``slow_rank`` also really sleeps 2 ms a timed step, so that its wall clock
+runs ahead of the others' (the plot tests of time axes need that).
 With ``system`` local rank 0 samples cpu and memory (and with ``"gpu"`` the GPUs) every
 0.05 s for half a second; with ``"once"`` exactly one sample (the first comes after 1 s,
 the next would after an hour: the rank waits until the first is in its event log).
@@ -43,11 +48,16 @@ def main() -> None:
                   flush_interval=0.2)
     steps = spec.get("steps", 3000)
     timed = spec.get("timed_steps", 200)
+    clock = [0.0]
+    sys.modules[nb.Timer.__module__]._perf = lambda: clock[0]  # the timer's clock: the model's durations
     for step in range(steps):
         if step < timed:
             with run.timer("time/step", step=step, all_ranks=True):
                 if run.rank == spec.get("slow_rank"):
-                    time.sleep(spec.get("slow_s", 0.002))
+                    time.sleep(0.002)  # its wall clock ahead; the timer counts the model's time
+                    clock[0] += spec.get("slow_s", 0.030)
+                else:
+                    clock[0] += 0.010 + 1e-4 * ((run.rank + step) % 3)
         value = 1.0 + 0.5 * math.cos(step / 300.0)
         if step == spec.get("spike_step"):
             value = spec.get("spike_value", 50.0)

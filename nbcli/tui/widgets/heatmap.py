@@ -1,11 +1,12 @@
 """A timer across ranks and steps as a heat map: one row per rank (or per machine),
 one column per bucket of steps, each cell coloured by its mean time against the
-median rank's mean, so that a slow rank, a slow machine or a slow stretch of steps
-stands out at 8,192 ranks.
+median rank (the straggler rule's median of the ranks' lower medians per step), so
+that a slow rank, a slow machine or a slow stretch of steps stands out at 8,192 ranks.
 
 :func:`heat_data` builds a :class:`HeatData` from each rank's series (in the reading
-worker); :class:`RankHeatMap` draws it: a header naming the slowest ranks and
-machines and the colour scale, then the rows, grouped by machine and drawn only where
+worker); :class:`RankHeatMap` draws it: a header naming the stragglers (by the one
+rule, :func:`nblog.reader.straggler_frames`), the slowest ranks and machines and the
+colour scale, then the rows, grouped by machine and drawn only where
 they are visible (a scrolling view: key ``g`` groups by machine, arrows and page keys
 scroll).
 """
@@ -13,7 +14,7 @@ scroll).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,9 +54,10 @@ class HeatRows:
 class HeatData:
     """What the heat map shows for one timer. ``ranks``: rows per rank, grouped by
     machine (machines in name order, ranks ascending in each); ``machines``: one row
-    per machine, the mean of its ranks. ``slowest``: (rank, host, mean_s, ratio) of
-    the slowest ranks by mean, slowest first; ``slow_machines``: (host, ranks, mean_s,
-    ratio)."""
+    per machine, the mean of its ranks. ``slowest``: (rank, host, seconds, ratio) of
+    the slowest ranks, slowest first: by the straggler rule's lower median per step
+    where ``judged`` (``median_s`` then is the rule's median), else by mean;
+    ``slow_machines``: (host, ranks, mean_s, ratio); ``stragglers``: the rule's."""
 
     timer: str | None
     ranks: HeatRows | None = None
@@ -66,10 +68,13 @@ class HeatData:
     slowest: list[tuple[int, str, float, float]] = field(default_factory=list)
     slow_machines: list[tuple[str, int, float, float]] = field(default_factory=list)
     message: str = ""
+    judged: bool = False  # slowest and median_s are the straggler rule's
+    stragglers: list[int] = field(default_factory=list)  # by the straggler rule
 
 
 def heat_data(timer: str | None, series: Mapping[int, tuple[np.ndarray, np.ndarray]], hosts: Mapping[int, str],
-              columns: int = 120) -> HeatData:
+              columns: int = 120, *, judged: Mapping[int, float] | None = None, median_s: float | None = None,
+              stragglers: Iterable[int] = ()) -> HeatData:
     """The heat map of ``timer`` from each rank's (steps, seconds) arrays.
 
     Args:
@@ -77,6 +82,13 @@ def heat_data(timer: str | None, series: Mapping[int, tuple[np.ndarray, np.ndarr
         series: rank → (steps int64, values float64 seconds); empty ranks are left out.
         hosts: rank → machine name ("?" where unknown).
         columns: at most this many buckets of steps (each the mean of its points).
+        judged, median_s, stragglers: the straggler rule's verdict on this timer
+            (:func:`nblog.reader.straggler_frames`): rank → its lower median per step
+            (the ranks it judged), the median of those, the stragglers. Given, the
+            slowest ranks are the rule's (highest lower median, ratio to
+            ``median_s``) and the cells are coloured against ``median_s``; without
+            them, by each rank's mean against the median of the means (display only:
+            no rank is called a straggler).
 
     Returns:
         A :class:`HeatData`; its ``message`` is set when there is nothing to draw.
@@ -107,7 +119,7 @@ def heat_data(timer: str | None, series: Mapping[int, tuple[np.ndarray, np.ndarr
         cell = sums / cnts
         means = row_sum / row_n
     have = row_n > 0
-    median = float(np.median(means[have]))
+    median = float(np.median(means[have])) if median_s is None else float(median_s)
     ref = median if median > 0 else 1.0
     labels = [f"{r:>5} {clean(hosts.get(r) or '?')}" for r in order]
     ranks = HeatRows(labels, (cell / ref).astype(np.float32), means)
@@ -126,11 +138,17 @@ def heat_data(timer: str | None, series: Mapping[int, tuple[np.ndarray, np.ndarr
     per_host = np.bincount(np.array([index[h] for h in names]), minlength=nm)
     machines = HeatRows([f"{clean(h)} ({n} rank{'s' if n != 1 else ''})" for h, n in zip(uniq, per_host, strict=True)],
                         (mcell / ref).astype(np.float32), mmeans)
-    slow = sorted(range(nrow), key=lambda i: (-means[i] if have[i] else math.inf, order[i]))[:SLOWEST]
-    slowest = [(order[i], names[i], float(means[i]), float(means[i] / ref)) for i in slow if have[i]]
+    if judged is None:
+        slow = sorted(range(nrow), key=lambda i: (-means[i] if have[i] else math.inf, order[i]))[:SLOWEST]
+        slowest = [(order[i], names[i], float(means[i]), float(means[i] / ref)) for i in slow if have[i]]
+    else:
+        at = {r: i for i, r in enumerate(order)}
+        slow_ranks = sorted((r for r in judged if r in at), key=lambda r: (-judged[r], r))[:SLOWEST]
+        slowest = [(r, names[at[r]], float(judged[r]), float(judged[r] / ref)) for r in slow_ranks]
     mslow = sorted(range(nm), key=lambda i: (-mmeans[i], uniq[i]))[:3] if nm > 1 else []
     slow_machines = [(uniq[i], int(per_host[i]), float(mmeans[i]), float(mmeans[i] / ref)) for i in mslow]
-    return HeatData(timer, ranks, machines, lo, hi, median, slowest, slow_machines)
+    return HeatData(timer, ranks, machines, lo, hi, median, slowest, slow_machines, judged=judged is not None,
+                    stragglers=sorted(stragglers))
 
 
 def _level(ratio: float) -> int:
@@ -164,11 +182,19 @@ def header_text(data: HeatData | None, by_machine: bool) -> Text:
     t = Text(no_wrap=True, overflow="ellipsis")
     t.append(f"{clean(data.timer or '')}", style="bold")
     t.append(f" by {'machine' if by_machine else 'rank'} × step {data.first_step}–{data.last_step}, "
-             f"{len(rows.labels)} rows; median rank {_fmt_s(data.median_s)}  (g: "
-             f"{'ranks' if by_machine else 'group by machine'})", style="dim")
+             f"{len(rows.labels)} rows; median rank {_fmt_s(data.median_s)}"
+             f"{' a step' if data.judged else ''}  (g: {'ranks' if by_machine else 'group by machine'})", style="dim")
+    if data.judged:
+        t.append("\nstragglers: ", style="dim")
+        t.append(", ".join(str(r) for r in data.stragglers[:SLOWEST]) + (" …" if len(data.stragglers) > SLOWEST else "")
+                 if data.stragglers else "none", style="bold #ff8787" if data.stragglers else "")
     t.append("\nslowest ranks: ", style="dim")
-    t.append(", ".join(f"{r} ({clean(h)}) {ratio:.2f}×" for r, h, _m, ratio in data.slowest) or "—",
-             style="bold #ff8787")
+    flagged = set(data.stragglers)
+    for i, (r, h, _m, ratio) in enumerate(data.slowest):
+        t.append(", " if i else "", style="dim")
+        t.append(f"{r} ({clean(h)}) {ratio:.2f}×", style="bold #ff8787" if r in flagged or not data.judged else "")
+    if not data.slowest:
+        t.append("—")
     if data.slow_machines:
         t.append("\nslowest machines: ", style="dim")
         t.append(", ".join(f"{clean(h)} {ratio:.2f}×" for h, _n, _m, ratio in data.slow_machines),
