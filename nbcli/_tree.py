@@ -6,7 +6,6 @@ before); see there for the exit codes.
 
 from __future__ import annotations
 
-import errno
 import os
 from typing import Annotated, Any
 
@@ -14,7 +13,7 @@ import typer
 from typer.core import TyperGroup
 
 from . import __version__
-from ._errors import report
+from ._errors import closed_pipe_exit, is_closed_pipe, report
 from .commands import diff, export, ls, media, resume_id, show, tail, timers, tui
 from .commands import import_ as import_cmd
 from .commands import logs as logs_cmd
@@ -24,7 +23,8 @@ from .commands import watch as watch_cmd
 
 
 class NbGroup(TyperGroup):
-    """The root command group: turns exceptions from any subcommand into a message."""
+    """The root command group: turns exceptions from any subcommand into a message, and
+    a closed standard output into a quiet exit (:mod:`nbcli._errors`)."""
 
     # Typer calls it with its typer.Context (TyperGroup.context_class); the base classes
     # name click's Context, of which typer.Context is a subclass
@@ -34,7 +34,9 @@ class NbGroup(TyperGroup):
         except (typer.Exit, typer.Abort, KeyboardInterrupt, SystemExit):
             raise
         except Exception as exc:
-            if _is_click_exception(exc) or (isinstance(exc, OSError) and exc.errno == errno.EPIPE):
+            if is_closed_pipe(exc):  # the reader went away (`nb show RUN | head -1`)
+                raise typer.Exit(closed_pipe_exit()) from None
+            if _is_click_exception(exc):
                 raise
             if ctx.params.get("debug") or os.environ.get("NB_DEBUG", "") not in ("", "0"):
                 raise

@@ -261,7 +261,7 @@ def export_tfevents(run: str | os.PathLike, out_dir: str | os.PathLike, *,
     Raises:
         RunNotFoundError, AmbiguousRunError: ``run`` names no run, or several.
         ImportError: tensorboard is not installed.
-        OSError: ``out_dir`` cannot be written.
+        OSError: ``out_dir`` cannot be written: ``cannot write FOLDER: REASON``.
     """
     try:
         from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, tensor_shape_pb2
@@ -272,14 +272,16 @@ def export_tfevents(run: str | os.PathLike, out_dir: str | os.PathLike, *,
 
         raise missing_extra("tensorboard", "tensorboard", err) from err
 
+    from .reader._export import writing_to
     from .reader._reader import RunReader
 
     reader = RunReader(run, root=root)
     folders = []
     for rank in reader.ranks():
         folder = os.path.join(os.fspath(out_dir), f"rank_{rank}")
-        os.makedirs(folder, exist_ok=True)
-        writer = EventFileWriter(folder)
+        with writing_to(folder):  # "cannot write FOLDER: REASON", as every output of nb
+            os.makedirs(folder, exist_ok=True)
+            writer = EventFileWriter(folder)
         events: list[tuple[float, int, summary_pb2.Summary.Value]] = []
         for frame in (reader.scalars(rank=rank), reader.timers(rank=rank)):
             for row in frame.iter_rows(named=True):

@@ -7,6 +7,8 @@ from typing import Annotated
 
 import typer
 
+from nblog.reader import plural
+
 from .._options import Root
 from .._output import clean, error, info
 
@@ -84,9 +86,9 @@ def tensorboard(
         if not res["sessions"]:
             info(f"{clean(name)}: up to date ({clean(res['run_dir'])})")
             continue
-        info(f"{clean(name)} -> {project}/{res['run_id']}: {res['sessions']} session"
-             f"{'s' if res['sessions'] != 1 else ''}, {res['scalars']} scalars, {res['texts']} texts, "
-             f"{res['media']} images/histograms")
+        info(f"{clean(name)} -> {project}/{res['run_id']}: {plural(res['sessions'], 'session')}, "
+             f"{plural(res['scalars'], 'scalar')}, {plural(res['texts'], 'text')}, "
+             f"{plural(res['media'], 'image/histogram', 'images/histograms')}")
     if refused:
         raise typer.Exit(1)
 

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from nblog.reader import plural
+
 from .._options import MAX_COUNT, FollowTimeout, Json, PollInterval, Rank, Root, RunArg, Tags
 from .._output import Output, Styled, clean, emit_json_line, error, fmt_value, info
 from .._ranks import missing_rank
@@ -27,7 +29,7 @@ def _cut(text: str) -> str:
     """``text``, or its first :data:`TEXT_SHOWN` characters and a note of how many more."""
     if len(text) <= TEXT_SHOWN:
         return text
-    return f"{text[:TEXT_SHOWN]}\u2026 ({len(text) - TEXT_SHOWN} more characters; --json prints all)"
+    return f"{text[:TEXT_SHOWN]}\u2026 ({plural(len(text) - TEXT_SHOWN, 'more character')}; --json prints all)"
 
 
 def _line(ev: Event) -> list[Styled]:

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from nblog.reader import plural
+
 from .._options import MAX_COUNT, Json, Root, RunArg, Tags
 from .._output import Column, Output, data, emit_json, fmt_seconds, info, styled
 
@@ -68,7 +70,7 @@ def timers(
 
         shown = (per_rank.sort("tag", "mean_s", "rank", descending=[False, True, False], maintain_order=True)
                  .group_by("tag", maintain_order=True).head(slowest))
-        title = f"The {slowest:,} slowest ranks of each timer (seconds)"
+        title = f"The {plural(slowest, 'slowest rank', sep=True)} of each timer (seconds)"
         many = per_rank.group_by("tag").agg(pl.col("straggler").sum()).filter(pl.col("straggler") > slowest)
     out = Output()
     out.table(
@@ -95,8 +97,8 @@ def timers(
         title=f"Across ranks (spread = slowest mean / median mean; straggler at >= {threshold:g}x)",
     )
     if shown is not per_rank:
-        more = "".join(f"; {tag}: {n:,} stragglers" for tag, n in many.sort("tag").iter_rows())
-        info(f"the per-rank table shows each timer's {slowest:,} slowest of up to {widest:,} ranks{more}; "
+        more = "".join(f"; {tag}: {plural(n, 'straggler', sep=True)}" for tag, n in many.sort("tag").iter_rows())
+        info(f"the per-rank table shows each timer's {slowest:,} slowest of up to {plural(widest, 'rank', sep=True)}{more}; "
              "--all-ranks shows every rank, --json gives every rank")
     if (reader.meta.get("world_size") or 1) > 1 and widest == 1:
         info("only one rank logged timers: time every rank with run.timer(..., all_ranks=True) or "

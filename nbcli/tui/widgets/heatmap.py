@@ -29,6 +29,8 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widgets import Static
 
+from nblog.reader import plural
+
 from ..text import clean
 
 #: Colour of a cell by its ratio to the median rank's mean: upper bounds and colours.
@@ -124,7 +126,7 @@ def heat_data(timer: str | None, series: Mapping[int, tuple[np.ndarray, np.ndarr
         mcell = msums / mcnts
         mmeans = np.bincount(mrow, weights=values, minlength=nm) / np.bincount(mrow, minlength=nm)
     per_host = np.bincount(np.array([index[h] for h in names]), minlength=nm)
-    machines = HeatRows([f"{clean(h)} ({n} rank{'s' if n != 1 else ''})" for h, n in zip(uniq, per_host, strict=True)],
+    machines = HeatRows([f"{clean(h)} ({plural(n, 'rank')})" for h, n in zip(uniq, per_host, strict=True)],
                         (mcell / ref).astype(np.float32), mmeans)
     slow = sorted(range(nrow), key=lambda i: (-means[i] if have[i] else math.inf, order[i]))[:SLOWEST]
     slowest = [(order[i], names[i], float(means[i]), float(means[i] / ref)) for i in slow if have[i]]
@@ -164,7 +166,7 @@ def header_text(data: HeatData | None, by_machine: bool) -> Text:
     t = Text(no_wrap=True, overflow="ellipsis")
     t.append(f"{clean(data.timer or '')}", style="bold")
     t.append(f" by {'machine' if by_machine else 'rank'} × step {data.first_step}–{data.last_step}, "
-             f"{len(rows.labels)} rows; median rank {_fmt_s(data.median_s)}  (g: "
+             f"{plural(len(rows.labels), 'row')}; median rank {_fmt_s(data.median_s)}  (g: "
              f"{'ranks' if by_machine else 'group by machine'})", style="dim")
     t.append("\nslowest ranks: ", style="dim")
     t.append(", ".join(f"{r} ({clean(h)}) {ratio:.2f}×" for r, h, _m, ratio in data.slowest) or "—",
