@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from nblog import DamagedLogWarning
+from nblog.reader import plural
 
 from ._output import error, warn
 
@@ -76,7 +77,7 @@ def lost() -> bool:
 
 def conclude() -> None:
     """The closing ``error:`` line of a command that exits :data:`EXIT_DAMAGED`."""
-    error(f"damaged bytes of {_State.lost} event-log range{'s' if _State.lost != 1 else ''} were skipped "
+    error(f"damaged bytes of {plural(_State.lost, 'event-log range')} were skipped "
           "(warnings above): the output lacks what they held",
           "--allow-damaged exits 0 all the same; `nb show RUN` lists each rank's damaged bytes")
 

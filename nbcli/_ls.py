@@ -15,6 +15,8 @@ import sys
 import time
 from collections.abc import Sequence
 
+from nblog.reader import plural  # one small module: nb ls loads nblog.reader anyway
+
 from ._output import (
     Cell,
     Column,
@@ -167,7 +169,7 @@ def _say_hidden(total: int, hidden: int, which: str) -> None:
     """The note under a table that left ``hidden`` of ``total`` runs out (``which``:
     newest, oldest, first: the ones shown)."""
     if hidden:
-        info(f"the {which} {total - hidden:,} of {total:,} runs shown; "
+        info(f"the {which} {total - hidden:,} of {plural(total, 'run', sep=True)} shown; "
              "--limit 0 shows all, --limit N the first N (piped output and --json carry all)")
 
 
@@ -360,7 +362,7 @@ def _no_such_project(project: str, root: str) -> None:
         import difflib
 
         close = difflib.get_close_matches(project, others, n=3)
-        hint = f"{len(others)} projects there" + (f"; did you mean {', '.join(close)}?" if close else
+        hint = f"{plural(len(others), 'project')} there" + (f"; did you mean {', '.join(close)}?" if close else
                                                    "; `nb ls` lists all runs")
     error(f"no runs of project {project!r} under {where}", hint)
 

@@ -21,7 +21,7 @@ import re
 import sys
 import time
 from collections import namedtuple
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from nblog.format import json_number  # loaded with nblog already: costs nothing here
 
@@ -164,6 +164,40 @@ def fmt_config_value(value: object, width: int = 40) -> str:
 
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
     return text if len(text) <= width else text[: width - 3] + "..."
+
+
+#: In a config shown to people (``nb show``): a string longer than this is cut ...
+CONFIG_TEXT_CHARS = 500
+#: ... and a list longer than this keeps its first items.
+CONFIG_LIST_ITEMS = 50
+
+
+def cut_config(value: object, chars: int = CONFIG_TEXT_CHARS, items: int = CONFIG_LIST_ITEMS) -> tuple[object, int]:
+    """A copy of a config (nested dicts and lists of JSON values) to print for people,
+    and how many values were cut in it: a string longer than ``chars`` characters keeps
+    its first ``chars`` and ends with ``… (N more characters)``; a list longer than
+    ``items`` keeps its first ``items`` and ends with the string ``… (N more items)``.
+    Dict keys and numbers stay as they are."""
+    cut = 0
+
+    def walk(v: object) -> object:
+        nonlocal cut
+        if isinstance(v, str):
+            if len(v) <= chars:
+                return v
+            cut += 1
+            return f"{v[:chars]}… ({len(v) - chars:,} more characters)"
+        if isinstance(v, dict):
+            return {k: walk(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            kept = [walk(x) for x in v[:items]]
+            if len(v) > items:
+                cut += 1
+                kept.append(f"… ({len(v) - items:,} more items)")
+            return kept
+        return v
+
+    return walk(value), cut
 
 
 def fmt_bytes(n: int | None) -> str:
@@ -363,10 +397,36 @@ def json_text(obj: Any, indent: int | None = 2) -> str:
     """JSON of ``obj``: non-finite floats as "nan"/"inf"/"-inf", and the characters a
     terminal might act on (DEL, C1, bidirectional controls, lone surrogates) as
     ``\\uXXXX`` escapes, so the output is valid JSON and safe to print."""
-    text = _records_json(obj, indent) if type(indent) is int and isinstance(obj, list) else None
-    if text is None:
-        text = json.dumps(_finite(obj), indent=indent, ensure_ascii=False, allow_nan=False, default=str)
-    return _JSON_UNSAFE.sub(_json_escape, text)
+    return "".join(_json_pieces(obj, indent))
+
+
+#: Items of a list per piece of :func:`_json_pieces` (a few hundred KiB of text).
+_BATCH = 500
+
+
+def _json_pieces(obj: Any, indent: int | None) -> Iterator[str]:
+    """The text of :func:`json_text` in pieces: a list (indented) a batch of
+    :data:`_BATCH` items at a time, so that writing 20,000 runs never holds the whole
+    document (nor the copies escaping and encoding it would make); anything else whole.
+    Character for character what ``json.dumps(..., indent=indent)`` writes."""
+    if type(indent) is not int or not isinstance(obj, list) or not obj:
+        yield _JSON_UNSAFE.sub(_json_escape, json.dumps(_finite(obj), indent=indent, ensure_ascii=False,
+                                                        allow_nan=False, default=str))
+        return
+    outer = " " * indent
+    yield "[\n"
+    for at in range(0, len(obj), _BATCH):
+        items = []
+        for item in obj[at:at + _BATCH]:
+            text = _record_json(item, indent)
+            if text is None:  # not a flat record: json.dumps, one level deeper (a JSON string holds no newline)
+                text = json.dumps(_finite(item), indent=indent, ensure_ascii=False, allow_nan=False, default=str)
+                text = text.replace("\n", "\n" + outer)
+            items.append(outer + text)
+        if at:
+            yield ",\n"
+        yield _JSON_UNSAFE.sub(_json_escape, ",\n".join(items))
+    yield "\n]"
 
 
 def _json_escape(m: re.Match) -> str:
@@ -393,29 +453,35 @@ def _json_scalar(v: Any) -> str | None:
     return None
 
 
+def _record_json(row: Any, indent: int) -> str | None:
+    """The JSON of a flat record (a dict with string keys and scalar values, as ``nb ls
+    --json`` prints) as an item of an indented list, character for character what
+    ``json.dumps`` writes for it there, without its pure-Python indenting encoder
+    (several times slower); None for anything else."""
+    if not isinstance(row, dict):
+        return None
+    if not row:
+        return "{}"
+    inner = " " * (2 * indent)
+    fields = []
+    for k, v in row.items():
+        value = _json_scalar(v)
+        if value is None or not isinstance(k, str):
+            return None
+        fields.append(f"{inner}{_encode_str(k)}: {value}")
+    return "{\n" + ",\n".join(fields) + "\n" + " " * indent + "}"
+
+
 def _records_json(rows: list, indent: int) -> str | None:
-    """The indented JSON of a list of flat records (dicts with string keys and scalar
-    values, as ``nb ls --json`` prints), character for character what ``json.dumps``
-    writes for them, without its pure-Python indenting encoder (several times slower);
-    None for anything else."""
+    """The indented JSON of a list of flat records (:func:`_record_json`), or None when
+    one of them is not."""
     if not rows:
         return None
-    outer, inner = " " * indent, " " * (2 * indent)
-    items = []
-    for row in rows:
-        if not isinstance(row, dict):
-            return None
-        if not row:
-            items.append(outer + "{}")
-            continue
-        fields = []
-        for k, v in row.items():
-            value = _json_scalar(v)
-            if value is None or not isinstance(k, str):
-                return None
-            fields.append(f"{inner}{_encode_str(k)}: {value}")
-        items.append(f"{outer}{{\n" + ",\n".join(fields) + f"\n{outer}}}")
-    return "[\n" + ",\n".join(items) + "\n]"
+    items = [_record_json(row, indent) for row in rows]
+    if any(item is None for item in items):
+        return None
+    outer = " " * indent
+    return "[\n" + ",\n".join(outer + item for item in items if item is not None) + "\n]"
 
 
 def _finite(obj: Any) -> Any:
@@ -429,8 +495,11 @@ def _finite(obj: Any) -> Any:
 
 
 def emit_json(obj: Any) -> None:
-    """One JSON document on stdout."""
-    sys.stdout.write(json_text(obj) + "\n")
+    """One JSON document on stdout, written piece by piece (:func:`_json_pieces`)."""
+    write = sys.stdout.write
+    for piece in _json_pieces(obj, 2):
+        write(piece)
+    write("\n")
 
 
 def emit_json_line(obj: Any) -> None:

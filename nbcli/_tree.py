@@ -6,7 +6,6 @@ before); see there for the exit codes.
 
 from __future__ import annotations
 
-import errno
 import os
 from typing import Annotated, Any
 
@@ -15,7 +14,7 @@ from typer.core import TyperGroup
 
 from . import __version__
 from . import _damage as damage
-from ._errors import report
+from ._errors import closed_pipe_exit, is_closed_pipe, report
 from .commands import diff, export, ls, media, resume_id, show, tail, timers, tui
 from .commands import import_ as import_cmd
 from .commands import logs as logs_cmd
@@ -25,7 +24,8 @@ from .commands import watch as watch_cmd
 
 
 class NbGroup(TyperGroup):
-    """The root command group: turns exceptions from any subcommand into a message."""
+    """The root command group: turns exceptions from any subcommand into a message, and
+    a closed standard output into a quiet exit (:mod:`nbcli._errors`)."""
 
     # Typer calls it with its typer.Context (TyperGroup.context_class); the base classes
     # name click's Context, of which typer.Context is a subclass
@@ -42,7 +42,9 @@ class NbGroup(TyperGroup):
             except (typer.Abort, KeyboardInterrupt):
                 raise
             except Exception as exc:
-                if _is_click_exception(exc) or (isinstance(exc, OSError) and exc.errno == errno.EPIPE):
+                if is_closed_pipe(exc):  # the reader went away (`nb show RUN | head -1`)
+                    raise typer.Exit(closed_pipe_exit()) from None
+                if _is_click_exception(exc):
                     raise
                 if ctx.params.get("debug") or os.environ.get("NB_DEBUG", "") not in ("", "0"):
                     raise
@@ -52,7 +54,6 @@ class NbGroup(TyperGroup):
                 damage.conclude()
                 raise typer.Exit(damage.EXIT_DAMAGED)
             return result
-
 
 def _is_click_exception(exc: BaseException) -> bool:
     from typer._click.exceptions import ClickException

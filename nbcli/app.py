@@ -2,9 +2,11 @@
 command tree).
 
 Exit codes: 0 success; 1 a runtime failure (no such run, ambiguous prefix, unreadable
-file, ``--latest`` found nothing, ...); 2 a usage error (unknown option, bad value).
-Library errors become ``error: …`` and a ``hint: …`` on stderr, with no traceback
-unless ``--debug`` (or ``NB_DEBUG=1``) is given.
+file, ``--latest`` found nothing, standard output closed by its reader, ...); 2 a usage
+error (unknown option, bad value). Library errors become ``error: …`` and a ``hint: …``
+on stderr, with no traceback unless ``--debug`` (or ``NB_DEBUG=1``) is given. A closed
+standard output is one rule for every command (:mod:`nbcli._errors`): :func:`main`
+flushes stdout before it exits, so it is found there at the latest.
 
 This module stays light: the Typer command tree (``app``, in :mod:`nbcli._tree`) is
 built on first use, because importing Typer, and the Pydantic it runs every option
@@ -16,11 +18,10 @@ argument list the fast parsers are not sure about, goes through Typer.
 
 from __future__ import annotations
 
-import errno
 import os
 import sys
 
-from ._errors import report
+from ._errors import closed_pipe_exit, finish_stdout, is_closed_pipe, report
 
 TYPE_CHECKING = False  # not from typing: this module is on the path of `nb ls`, kept light
 if TYPE_CHECKING:  # provided by __getattr__ on first use
@@ -53,9 +54,7 @@ def _fast(argv: list[str]) -> int | None:
     if args is None:
         return None
     try:
-        code = run(**args)
-        sys.stdout.flush()
-        return code
+        return run(**args)
     except TyperReports:  # a usage error: Typer reports it on the same words (exits 2)
         from ._tree import app
 
@@ -63,30 +62,28 @@ def _fast(argv: list[str]) -> int | None:
         return 2
     except KeyboardInterrupt:
         return 130
-    except OSError as exc:
-        if exc.errno != errno.EPIPE:
-            report(exc)
-            return 1
-        # the reader went away (`nb ls | head`): as Click does, exit 1 quietly
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-        except (AttributeError, OSError, ValueError):  # no real file behind sys.stdout
-            pass
-        return 1
     except Exception as exc:
+        if is_closed_pipe(exc):  # the reader went away (`nb ls | head`): the one rule
+            return closed_pipe_exit()
         report(exc)
         return 1
 
 
 def main() -> None:
-    """Entry point of the ``nb`` console script."""
-    code = _fast(sys.argv[1:])
-    if code is not None:
-        sys.exit(code)
-    from ._tree import app
+    """Entry point of the ``nb`` console script: the command's exit status, after
+    stdout is flushed (a closed pipe found then exits 1 quietly, see :mod:`nbcli._errors`)."""
+    code: str | int | None = _fast(sys.argv[1:])
+    if code is None:
+        from ._tree import app
 
-    app(prog_name="nb")
+        try:
+            app(prog_name="nb")
+            code = 0
+        except SystemExit as exc:
+            code = exc.code
+    if code is None or isinstance(code, int):
+        code = finish_stdout(code or 0)
+    sys.exit(code)
 
 
 def __getattr__(name: str) -> Any:

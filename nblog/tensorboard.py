@@ -273,7 +273,7 @@ def export_tfevents(run: str | os.PathLike, out_dir: str | os.PathLike, *,
         ImportError: tensorboard is not installed.
         FileExistsError: a ``rank_<k>`` folder holds event files already (an earlier
             export: TensorBoard would show both); nothing is written.
-        OSError: ``out_dir`` cannot be written.
+        OSError: ``out_dir`` cannot be written: ``cannot write FOLDER: REASON``.
     """
     try:
         from tensorboard.summary.writer.event_file_writer import EventFileWriter
@@ -282,6 +282,7 @@ def export_tfevents(run: str | os.PathLike, out_dir: str | os.PathLike, *,
 
         raise missing_extra("tensorboard", "tensorboard", err) from err
 
+    from .reader._export import writing_to
     from .reader._reader import RunReader
 
     reader = RunReader(run, root=root)
@@ -294,8 +295,9 @@ def export_tfevents(run: str | os.PathLike, out_dir: str | os.PathLike, *,
     protos = _Protos()
     run_mark = _run_mark(reader, ranks)
     for rank, folder in zip(ranks, folders, strict=True):
-        os.makedirs(folder, exist_ok=True)
-        writer = EventFileWriter(folder)
+        with writing_to(folder):  # "cannot write FOLDER: REASON", as every output of nb
+            os.makedirs(folder, exist_ok=True)
+            writer = EventFileWriter(folder)
         try:
             for event in _rank_events(reader, rank, {**run_mark, "rank": rank}, protos):
                 writer.add_event(event)

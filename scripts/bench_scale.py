@@ -31,7 +31,8 @@ Parts (``--part``, comma separated; all but ``long`` by default):
   a rank that waits 60 s.
 - ``runs``: a root of ``--runs`` runs written with real nblog (the sweep driver of
   scripts/bench_ls_query.py), then ``nb ls``, ``nb ls --where ...`` and
-  ``nb resume-id --latest``.
+  ``nb resume-id --latest``; and the peak RSS of ``nb ls --json`` (with and without the
+  listing cache) and of ``nb ls --json --where ...`` (issue 22: at most 200 MiB).
 - ``long``: a finished run of 10 tags x ``--long-steps`` steps written in the writer's
   frames (numpy, as scripts/bench_tui.py does; ``--long-frames``), then ``RunReader.scalars()``,
   ``nb export`` to Parquet (time, peak RSS, and the frame's size) and the TUI's first
@@ -514,6 +515,18 @@ def part_runs(a, rows: list[Row]) -> None:
             c = median_child(NB + args + ["--root", root], a.repeat, dict(env, FORCE_COLOR="1", COLUMNS="200"))
             rows.append(Row(fig + ", on a terminal", c.wall_s if c.rc == 0 else None, "s", 1.0,
                             f"exit {c.rc}" if c.rc else f"CPU {c.cpu_s:.2f} s"))
+    # peak memory (issue 22: 287 MiB once on 1,803 runs): the largest of --repeat runs, with
+    # the listing cache and without it (a first listing reads every run.json)
+    for fig, args, extra in (
+        (f"`nb ls --json` peak RSS, {label}", ["ls", "--json"], {}),
+        (f"`nb ls --json` peak RSS, {label}, no cache", ["ls", "--json"], {"NB_CACHE_DIR": ""}),
+        (f"`nb ls --json --where 'optim.lr < 3e-4 and train/loss.min < 1'` peak RSS, {label}",
+         ["ls", "--json", "--where", "optim.lr < 3e-4 and train/loss.min < 1"], {}),
+    ):
+        children = [run_child(NB + args + ["--root", root], dict(env, **extra)) for _ in range(a.repeat)]
+        worst = max(children, key=lambda c: c.rss_mib)
+        rows.append(Row(fig, worst.rss_mib if worst.rc == 0 else None, "MiB", 200.0,
+                        f"exit {worst.rc}" if worst.rc else f"runs: {', '.join(f'{c.rss_mib:.0f}' for c in children)}"))
 
 
 # -- long runs -----------------------------------------------------------------------

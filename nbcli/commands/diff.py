@@ -6,6 +6,8 @@ from typing import Annotated, Any
 
 import typer
 
+from nblog.reader import plural
+
 from .._options import AllowDamaged, Json, Root
 from .._output import (
     Cell,
@@ -97,7 +99,7 @@ def _print(info: dict) -> None:
               title="Runs (A is the base)")
     out.gap()
     changes, equal = info["config"]["changes"], info["config"]["equal"]
-    title = f"Config: {len(changes)} key{'s' * (len(changes) != 1)} differ{'s' * (len(changes) == 1)}, {equal} equal"
+    title = f"Config: {plural(len(changes), 'key')} {'differs' if len(changes) == 1 else 'differ'}, {equal} equal"
     if changes:
         out.table([Column("KEY"), Column("CHANGE"), *(Column(lb) for lb in labels)],
                   ([data(c["key"], "bold"), c["change"], *(_value(v, p) for v, p in zip(c["values"], c["present"], strict=True))]

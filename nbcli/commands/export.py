@@ -4,7 +4,6 @@ as a hive-partitioned Parquet dataset."""
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import signal
 import sys
@@ -15,6 +14,8 @@ from types import FrameType
 from typing import Annotated
 
 import typer
+
+from nblog.reader import plural
 
 from .._options import MAX_RANK, AllowDamaged, Root, Tags
 from .._output import clean, error, info
@@ -140,23 +141,17 @@ def export(
     # streamed: piece by piece from the logs into the file, never the whole frame at once
     frames = read_frames(reader, kind.value, tags=tags or None, rank=rank or 0, all_ranks=all_ranks,
                          include_hidden=include_hidden)
-    if output == "-":
-        try:
-            sys.stdout.flush()
-            with _signals_exit():
-                write_frames(frames, sys.stdout.buffer, chosen)
-            sys.stdout.buffer.flush()
-        except Exception as exc:
-            if not _broken_pipe(exc):
-                raise
-            _quiet_stdout()  # the reader went away (`nb export RUN -o - | head`): exit 1 quietly, as nb ls
-            raise typer.Exit(1) from None
+    if output == "-":  # a closed pipe (`nb export RUN -o - | head`) is the error boundary's (nbcli._errors)
+        sys.stdout.flush()
+        with _signals_exit():
+            write_frames(frames, sys.stdout.buffer, chosen)
+        sys.stdout.buffer.flush()
         return
     path = output or f"{reader.id}-{kind.value}{_EXT[chosen]}"
     _refuse_inside(path, [reader.dir], "the run folder")
     with _signals_exit():
         rows, ranks = write_frames(frames, path, chosen)
-    info(f"wrote {rows} rows ({kind.value}, {ranks} rank{'s' if ranks != 1 else ''}) to {path}")
+    info(f"wrote {plural(rows, 'row')} ({kind.value}, {plural(ranks, 'rank')}) to {path}")
 
 
 def _export_tfevents(run: str, output: str | None, rank: int | None, tags: list[str] | None, kind: Kind,
@@ -184,7 +179,7 @@ def _export_tfevents(run: str, output: str | None, rank: int | None, tags: list[
         error(f"{clean(str(exc.filename))} holds TensorBoard event files already (an earlier export?)",
               "TensorBoard would show both; pass -o with a new folder, or remove the old one first")
         raise typer.Exit(1) from None
-    info(f"wrote TensorBoard event files of {len(folders)} rank{'s' if len(folders) != 1 else ''} under {output} "
+    info(f"wrote TensorBoard event files of {plural(len(folders), 'rank')} under {output} "
          f"(tensorboard --logdir {output})")
 
 
@@ -218,7 +213,7 @@ def _export_root(output: str | None, fmt: Format | None, tags: list[str] | None,
         total["runs"] += 1
         total["rows"] += res["rows"]
         total["files"] += len(res["files"])
-        info(f"{res['project']}/{res['run']}: {res['rows']} rows, {len(res['ranks'])} ranks")
+        info(f"{res['project']}/{res['run']}: {plural(res['rows'], 'row')}, {plural(len(res['ranks']), 'rank')}")
 
     with _signals_exit():
         done = export_root(root, output, kind.value, project=project, tags=tags or None,
@@ -228,7 +223,8 @@ def _export_root(output: str | None, fmt: Format | None, tags: list[str] | None,
 
         _no_such_project(project, root)
         raise typer.Exit(1)
-    info(f"wrote {total['rows']} rows of {total['runs']} runs in {total['files']} files under {output} "
+    info(f"wrote {plural(total['rows'], 'row')} of {plural(total['runs'], 'run')} in {plural(total['files'], 'file')} "
+         f"under {output} "
          "(hive layout project=/run=/rank=)")
 
 
@@ -245,23 +241,6 @@ def _refuse_inside(path: str, run_dirs: list[str], what: str) -> None:
         if here == folder or here.startswith(folder.rstrip(os.sep) + os.sep):
             raise typer.BadParameter(f"{clean(path)!r} is inside {what} {clean(d)}; writing there would destroy "
                                      "the run's own files: name a path outside it", param_hint="--output")
-
-
-def _broken_pipe(exc: BaseException) -> bool:
-    """Whether ``exc`` says stdout's reader went away (EPIPE, also as Polars words it)."""
-    if isinstance(exc, OSError) and exc.errno is not None:
-        return exc.errno == errno.EPIPE
-    text = str(exc)  # Polars: "Broken pipe (os error 32)", an OSError without errno or a ComputeError
-    return f"os error {errno.EPIPE})" in text or "Broken pipe" in text
-
-
-def _quiet_stdout() -> None:
-    """Point stdout at /dev/null so that flushing it at exit raises no second EPIPE."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (AttributeError, OSError, ValueError):  # no real file behind sys.stdout
-        pass
 
 
 @contextlib.contextmanager

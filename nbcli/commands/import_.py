@@ -7,6 +7,8 @@ from typing import Annotated
 
 import typer
 
+from nblog.reader import plural
+
 from .._options import Root
 from .._output import clean, error, info
 
@@ -90,15 +92,15 @@ def tensorboard(
         if not res["sessions"]:
             info(f"{clean(name)}: up to date ({clean(res['run_dir'])})")
             continue
-        sessions = f"{res['sessions']} session{'s' if res['sessions'] != 1 else ''}"
+        sessions = plural(res["sessions"], "session")
         if source.export is None:
-            what = f"{sessions}, {res['scalars']} scalars"
+            what = f"{sessions}, {plural(res['scalars'], 'scalar')}"
         else:
             what = (f"nb export of {clean(str(source.export.get('project')))}/{clean(str(source.export.get('id')))}: "
-                    f"{res['ranks']} rank{'s' if res['ranks'] != 1 else ''}, {sessions}, {res['scalars']} scalars, "
-                    f"{res['timers']} timers")
-        info(f"{clean(name)} -> {clean(into)}/{res['run_id']}: {what}, {res['texts']} texts, "
-             f"{res['media']} images/histograms")
+                    f"{plural(res['ranks'], 'rank')}, {sessions}, {plural(res['scalars'], 'scalar')}, "
+                    f"{plural(res['timers'], 'timer')}")
+        info(f"{clean(name)} -> {clean(into)}/{res['run_id']}: {what}, {plural(res['texts'], 'text')}, "
+             f"{plural(res['media'], 'image/histogram', 'images/histograms')}")
     if refused:
         raise typer.Exit(1)
 

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from nblog.reader import plural
+
 from .._options import MAX_COUNT, MAX_RANK, FollowTimeout, Json, PollInterval, Root, RunArg
 from .._output import Output, Styled, clean, emit_json_line, error, info
 from .._ranks import rank_ranges
@@ -139,7 +141,7 @@ def logs(
             raise typer.Exit(1)
         info(f"{message}; waiting for one ...")
     if reader.skipped:
-        info(f"{reader.skipped} malformed line(s) skipped")
+        info(f"{plural(reader.skipped, 'malformed line')} skipped")
     if not follow:
         return
     try:

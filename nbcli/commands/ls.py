@@ -88,8 +88,9 @@ def ls(
     --where is SQL as Polars reads it (=, <>, <, and, or, not, in (...), between,
     like, is null, ...): text in single quotes ('failed'); a bare word with . or /
     (optim.lr, train/loss.min) is one key, so divide with spaces (a / b); put other
-    keys in double quotes ("val/top-1" > 0.9). A bad expression or an unknown key is a
-    usage error (exit 2).
+    keys in double quotes ("val/top-1" > 0.9, "val/top-1".max: quoted and bare parts
+    joined by dots are one key). A bad expression or an unknown key is a usage error
+    (exit 2).
     """
     if project and project_opt and project != project_opt:
         raise typer.BadParameter(f"PROJECT {project!r} and --project {project_opt!r} differ", param_hint="--project")

@@ -10,6 +10,8 @@ from typing import IO, TYPE_CHECKING, Annotated
 
 import typer
 
+from nblog.reader import plural
+
 from .._options import MAX_COUNT, AllowDamaged, Json, Rank, Root, RunArg, Tags
 from .._output import Column, Output, data, emit_json, error, fmt_bytes, fmt_time, info, warn
 from .._ranks import missing_rank
@@ -128,7 +130,7 @@ def _detail(r: dict) -> str:
     if r["kind"] == "audio":
         return f"{r['channels']}ch {r['sample_rate']} Hz"
     if r["kind"] == "histogram":
-        return f"{r['bins']} bins"
+        return plural(r["bins"], "bin")
     return "-"
 
 
@@ -138,7 +140,7 @@ def _write(reader: RunReader, df: pl.DataFrame, output: str, as_json: bool) -> N
     import polars as pl
 
     from nblog import NbError
-    from nblog.reader import decode_histogram, refuse_linked_folders, write_output
+    from nblog.reader import decode_histogram, refuse_linked_folders, write_output, writing_to
 
     width = max(6, len(str(df["step"].max())))
     used: set[str] = set()
@@ -160,7 +162,8 @@ def _write(reader: RunReader, df: pl.DataFrame, output: str, as_json: bool) -> N
             path = f"{base}_{n}{ext}"
         used.add(path)
         refuse_linked_folders(output, folder)
-        os.makedirs(folder, exist_ok=True)
+        with writing_to(folder):  # "cannot write DIR/TAG: Read-only file system"
+            os.makedirs(folder, exist_ok=True)
         if row["format"] == "histogram":
             edges, counts = decode_histogram(blob)
             meta = json.loads(row["meta"])
@@ -181,9 +184,9 @@ def _write(reader: RunReader, df: pl.DataFrame, output: str, as_json: bool) -> N
             out.line(data(path))
     if as_json:
         emit_json(written)
-    info(f"wrote {len(written)} file{'s' if len(written) != 1 else ''} under {output}")
+    info(f"wrote {plural(len(written), 'file')} under {output}")
     if failed:
-        raise NbError(f"{failed} media record{'s' if failed != 1 else ''} could not be read and "
+        raise NbError(f"{plural(failed, 'media record')} could not be read and "
                       f"{'were' if failed != 1 else 'was'} skipped")
 
 

@@ -296,6 +296,7 @@ def plot(
         raise typer.Exit(1) from None
 
     from nblog import RunReader
+    from nblog.reader import write_output
 
     from ..report import _series as S
 
@@ -367,7 +368,7 @@ def plot(
     fig.suptitle(heading, fontsize="medium")
     # SVG keeps its text as text (editable in a paper's figure, searchable)
     with matplotlib.rc_context({"svg.fonttype": "none", "pdf.fonttype": 42}):
-        fig.savefig(output, format=fmt, dpi=dpi)
+        write_output(output, lambda f: fig.savefig(f, format=fmt, dpi=dpi))  # errors: "cannot write X: ..."
     info(f"wrote {output}")
 
 

@@ -8,11 +8,14 @@ import time
 
 import typer
 
+from nblog.reader import plural
+
 from .._options import AllowDamaged, Json, Root, RunArg, Tags
 from .._output import (
     Column,
     Output,
     Styled,
+    cut_config,
     data,
     emit_json,
     fmt_bytes,
@@ -89,8 +92,11 @@ def show(run: RunArg, tags: Tags = None, root: Root = None, as_json: Json = Fals
     _what_went_wrong(out, info)
     out.gap()
     changed = [s for s in info["sessions"] if s["config_changes"]]
-    out.block(json.dumps(info["config"], indent=2, ensure_ascii=False, default=str),
+    config, cut = cut_config(info["config"])  # a 100,000-character value is not printed whole
+    out.block(json.dumps(config, indent=2, ensure_ascii=False, default=str),
               title="Config" + (f" (of session {info['sessions'][0]['session']})" if changed else ""))
+    if cut:
+        out.line(data(f"{plural(cut, 'long value')} cut above (all of it: nb show --json, config)", "yellow"))
     for s in changed:
         out.line(data(_config_note(s), "yellow"))
     for s in info["sessions"]:
@@ -177,12 +183,15 @@ def show(run: RunArg, tags: Tags = None, root: Root = None, as_json: Json = Fals
             title="Damaged bytes skipped",
         )
     p = info["problems"]
+
     if p["unknown_frames"]:
-        warn(f"{p['unknown_frames']} records of a newer format version were skipped")
+        warn(f"{plural(p['unknown_frames'], 'record')} of a newer format version {_was(p['unknown_frames'])} skipped")
     if p["media_missing"]:
-        warn(f"{p['media_missing']} media records point past the end of their pack (deleted or truncated)")
+        warn(f"{plural(p['media_missing'], 'media record')} {'points' if p['media_missing'] == 1 else 'point'} past the "
+             "end of their pack (deleted or truncated)")
     if p["media_not_visible"]:
-        note(f"{p['media_not_visible']} media records of a session still writing are not visible here yet")
+        note(f"{plural(p['media_not_visible'], 'media record')} of a session still writing "
+             f"{'is' if p['media_not_visible'] == 1 else 'are'} not visible here yet")
 
 
 _MAX_CHANGES = 8  # changed keys spelt out per session; the rest counted
@@ -206,7 +215,7 @@ def _what_went_wrong(out: Output, info: dict) -> None:
         out.line(data(("then " if died_first else "") + info["failure_line"], "red bold"))
         tb = (first.get("traceback") or "").rstrip("\n").splitlines()
         if len(tb) > TRACEBACK_LINES:
-            tb = [f"... ({len(tb) - TRACEBACK_LINES} lines above: nb show --json, failures[].traceback)",
+            tb = [f"... ({plural(len(tb) - TRACEBACK_LINES, 'line')} above: nb show --json, failures[].traceback)",
                   *tb[-TRACEBACK_LINES:]]
         if tb:
             out.block("\n".join(tb), title=f"Traceback of rank {first['rank']}")
@@ -245,7 +254,7 @@ def _unended(out: Output, unended: list[dict]) -> None:
     for u in unended[:_MAX_UNENDED]:
         out.line(data(u["line"], "red bold"))
     if len(unended) > _MAX_UNENDED:
-        out.line(data(f"and {len(unended) - _MAX_UNENDED} more sessions without an END record", "red"))
+        out.line(data(f"and {plural(len(unended) - _MAX_UNENDED, 'more session')} without an END record", "red"))
 
 
 _LEVEL_STYLE = {"error": "red bold", "warn": "yellow", "info": ""}
@@ -267,8 +276,12 @@ def _config_note(session: dict) -> str:
                                        f"{before} -> {after}"))
     if len(changes) > _MAX_CHANGES:
         parts.append(f"and {len(changes) - _MAX_CHANGES} more")
-    return (f"session {session['session']} changed the config ({len(changes)} keys): " + "; ".join(parts)
+    return (f"session {session['session']} changed the config ({plural(len(changes), 'key')}): " + "; ".join(parts)
             + " (all of it: nb show --json, sessions[].config)")
+
+
+def _was(count: int) -> str:
+    return "was" if count == 1 else "were"
 
 
 def _state(f: dict) -> str:

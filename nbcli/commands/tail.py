@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from nblog.reader import plural
+
 from .. import _damage as damage
 from .._options import (
     MAX_COUNT,
@@ -38,7 +40,7 @@ def _cut(text: str) -> str:
     """``text``, or its first :data:`TEXT_SHOWN` characters and a note of how many more."""
     if len(text) <= TEXT_SHOWN:
         return text
-    return f"{text[:TEXT_SHOWN]}\u2026 ({len(text) - TEXT_SHOWN} more characters; --json prints all)"
+    return f"{text[:TEXT_SHOWN]}\u2026 ({plural(len(text) - TEXT_SHOWN, 'more character')}; --json prints all)"
 
 
 def _line(ev: Event) -> list[Styled]:

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from nblog.reader import STRAGGLER_FLOOR_S, STRAGGLER_SPREAD, STRAGGLER_WARMUP_STEPS
+from nblog.reader import STRAGGLER_FLOOR_S, STRAGGLER_SPREAD, STRAGGLER_WARMUP_STEPS, plural
 
 from .._options import MAX_COUNT, AllowDamaged, Json, Root, RunArg, Tags
 from .._output import Column, Output, data, emit_json, fmt_seconds, info, styled
@@ -90,7 +90,7 @@ def timers(
         shown = (per_rank.sort(["tag", "step_s", "mean_s", "rank"], descending=[False, True, True, False],
                                nulls_last=True, maintain_order=True)
                  .group_by("tag", maintain_order=True).head(slowest))
-        title = f"The {slowest:,} slowest ranks of each timer (seconds; by lower median per step)"
+        title = f"The {plural(slowest, 'slowest rank', sep=True)} of each timer (seconds; by lower median per step)"
         many = per_timer.filter(pl.col("stragglers") > slowest).select("tag", "stragglers")
     out = Output()
     out.table(
@@ -120,8 +120,8 @@ def timers(
                f">= {fmt_seconds(floor)} above it; spread = slowest / median)"),
     )
     if shown is not per_rank:
-        more = "".join(f"; {tag}: {n:,} stragglers" for tag, n in many.sort("tag").iter_rows())
-        info(f"the per-rank table shows each timer's {slowest:,} slowest of up to {widest:,} ranks{more}; "
+        more = "".join(f"; {tag}: {plural(n, 'straggler', sep=True)}" for tag, n in many.sort("tag").iter_rows())
+        info(f"the per-rank table shows each timer's {slowest:,} slowest of up to {plural(widest, 'rank', sep=True)}{more}; "
              "--all-ranks shows every rank, --json gives every rank")
     for c in frames.cut.iter_rows(named=True):
         info(f"session {c['session']}: steps {c['step']:,} and later left out of the straggler rule "

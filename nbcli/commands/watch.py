@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from nblog.reader import STRAGGLER_FLOOR_S, STRAGGLER_SPREAD, STRAGGLER_WARMUP_STEPS
+from nblog.reader import STRAGGLER_FLOOR_S, STRAGGLER_SPREAD, STRAGGLER_WARMUP_STEPS, plural
 
 from .._options import AllowDamaged, Json, Root, RunArg
 from .._output import Output, Styled, clean, emit_json_line, fmt_time, info, json_text, warn
@@ -46,8 +46,8 @@ def watch(
     interval: Annotated[float, _opt("--interval", "Seconds between polls while following.", min=0.05,
                                     metavar="SECONDS")] = 5.0,
     timeout: Annotated[float | None, typer.Option("--timeout", min=0, metavar="SECONDS", show_default=False,
-                                                  help="Stop following after SECONDS and exit 0 [default: "
-                                                       "until the run ends].")] = None,
+                                                  help="Stop following after SECONDS [default: until the run "
+                                                       "ends].")] = None,
     exec_cmd: Annotated[str | None, typer.Option("--exec", metavar="CMD", show_default=False,
                                                  help="Run CMD (split as a shell would, run without one) once "
                                                       "per alert, the alert as JSON on its stdin.")] = None,
@@ -96,8 +96,9 @@ def watch(
     Follows the run, polling every --interval seconds, until it is finished or failed
     and every rank's session is closed (or Ctrl-C). Each alert is one line (escaped),
     or with --json one JSON object per line with keys rule, level, run, rank, host,
-    tag, step, wall_time, message and values of the rule. Exit status: 0 ok, 1 an alert
-    held with --once or a runtime error, 2 a usage error.
+    tag, step, wall_time, message and values of the rule. Exit status, with --once as
+    when following ends (the run ended, or --timeout): 1 if any alert was reported, else
+    0; also 1 on a runtime error, 2 on a usage error.
     """
     from nblog.reader import Watcher, WatchOptions, default_root, resolve_run
 
@@ -147,8 +148,8 @@ def watch(
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
     if watcher.done():
-        info(f"run {clean(watcher.name)} {watcher.status}; {len(watcher.alerts)} alert"
-             f"{'s' if len(watcher.alerts) != 1 else ''}")
+        info(f"run {clean(watcher.name)} {watcher.status}; {plural(len(watcher.alerts), 'alert')}")
+    raise typer.Exit(1 if watcher.alerts else 0)  # the rule of --once: an alert is not a success
 
 
 def register(app: typer.Typer) -> None:

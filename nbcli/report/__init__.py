@@ -4,6 +4,8 @@ series) and one self-contained HTML file (:mod:`._html`). ``nb plot`` shares
 
 from __future__ import annotations
 
+from typing import IO
+
 
 def write_report(readers: list, path: str, title: str | None = None) -> int:
     """Write the report of ``readers`` (:class:`nblog.RunReader` objects) to ``path``.
@@ -12,24 +14,21 @@ def write_report(readers: list, path: str, title: str | None = None) -> int:
         The size of the file written, in bytes.
 
     Raises:
-        OSError: ``path`` cannot be written.
+        OSError: ``path`` cannot be written: ``cannot write PATH: REASON``, the temp
+            file removed (:func:`nblog.reader.write_output`).
     """
-    import os
+    from nblog.reader import write_output
 
     from ._data import build
     from ._html import render
 
     text = render(build(readers), title or "nb report: " + ", ".join(r.id for r in readers))
     raw = text.encode("utf-8")
-    tmp = f"{path}.tmp{os.getpid()}"
-    try:
-        with open(tmp, "wb") as f:
-            f.write(raw)
-        os.replace(tmp, path)  # a reader of the old file never sees half of the new one
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+
+    def put(f: IO[bytes]) -> None:
+        f.write(raw)
+
+    write_output(path, put)  # a temp file and a rename: a reader of the old file never sees half of the new one
     return len(raw)
 
 

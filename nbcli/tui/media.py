@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from nblog.reader import plural
+
 from .widgets.histogram import HistogramData
 
 if TYPE_CHECKING:
@@ -177,7 +179,9 @@ class MediaSource:
             secs = meta.get("duration_s")
             data.message = (
                 f"audio: {f'{secs:.2f} s, ' if isinstance(secs, (int, float)) else ''}"
-                f"{record.sample_rate or '?'} Hz, {record.channels or '?'} channel(s), {record.length:,} bytes"
+                f"{record.sample_rate or '?'} Hz, "
+                f"{plural(record.channels, 'channel') if record.channels else '? channels'}, "
+                f"{plural(record.length, 'byte', sep=True)}"
                 " — nb media RUN --tag TAG -o DIR writes the WAV files"
             )
         else:

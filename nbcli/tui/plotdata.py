@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nblog.reader import Envelope, Series
+from nblog.reader import Envelope, Series, plural
 
 from .series import (
     Decimator,
@@ -255,7 +255,7 @@ def band_spec(title: str, per_rank: dict[int, Series], buckets: int,
         si = minmax_indices(sv, buckets)
         spec.lines.append(Line(st[si].astype(np.float64), sv[si], color=PALETTE[3], label=f"slowest rank {slowest}",
                                dash=len(spec.lines)))
-    spec.note = f"{len(totals)} ranks, seconds per step" + (" · min/max display" if len(b.step) > 2 * buckets else "")
+    spec.note = f"{plural(len(totals), 'rank')}, seconds per step" + (" · min/max display" if len(b.step) > 2 * buckets else "")
     return spec, slowest
 
 

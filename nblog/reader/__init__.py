@@ -8,9 +8,11 @@ long runs from the writer's sidecars (:func:`read_envelopes`); following one ran
 media (:meth:`RunReader.media`, :func:`decode_histogram`); reports (:func:`overview`,
 :func:`timer_report`, :func:`timer_frames`, the one straggler rule
 :func:`straggler_frames`); watching (:class:`Watcher`); export
-(:func:`read_frame`, :func:`write_frame`, :func:`export_root`); comparing runs
+(:func:`read_frame`, :func:`write_frame`, :func:`export_root`; every output file's
+``cannot write PATH: REASON``: :func:`write_output`, :func:`writing_to`); comparing runs
 (:func:`diff_runs`); querying many runs (:func:`parse_where`, :func:`select_runs`);
-TensorBoard import (:func:`import_sources`, :func:`import_source`); tag selection (:func:`tag_matcher`).
+TensorBoard import (:func:`import_sources`, :func:`import_source`); tag selection
+(:func:`tag_matcher`); how a count reads in a message (:func:`plural`).
 
 Every name is imported on first use (PEP 562 ``__getattr__``): ``import nblog`` and
 ``import nblog.reader`` load no reader module, numpy or polars. The modules behind the
@@ -98,6 +100,7 @@ _NAMES: dict[str, tuple[str, str]] = {
     "export_root": ("._export", "export_root"),
     "format_for": ("._export", "format_for"),
     "refuse_linked_folders": ("._export", "refuse_linked_folders"),
+    "writing_to": ("._export", "writing_to"),
     "EXPORT_KINDS": ("._export", "EXPORT_KINDS"),
     "FORMATS": ("._export", "FORMATS"),
     # many runs, diff, import
@@ -114,6 +117,8 @@ _NAMES: dict[str, tuple[str, str]] = {
     "event_folders": ("._tb_import", "event_folders"),
     "run_name_for": ("._tb_import", "run_name_for"),
     "AlreadyImported": ("._tb_import", "AlreadyImported"),
+    # messages
+    "plural": ("._words", "plural"),
 }
 
 __all__ = sorted(_NAMES)
@@ -148,6 +153,7 @@ if TYPE_CHECKING:  # the names for the type checker; at run time __getattr__ imp
         write_frame,
         write_frames,
         write_output,
+        writing_to,
     )
     from ._live import LiveRun, Series
     from ._logfile import Delta, LogFile, read_header
@@ -213,6 +219,7 @@ if TYPE_CHECKING:  # the names for the type checker; at run time __getattr__ imp
         run_name_for,
     )
     from ._watch import Watcher, WatchOptions
+    from ._words import plural
 del TYPE_CHECKING  # not a name of nblog.reader's
 
 

@@ -9,6 +9,7 @@ Imports polars.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import math
@@ -282,6 +283,22 @@ def write_output(path: str | os.PathLike, write: Callable[[IO[bytes]], None], *,
         if isinstance(err, (OSError, pl.exceptions.PolarsError)):
             raise _write_error(path, err) from None
         raise
+
+
+@contextlib.contextmanager
+def writing_to(path: str | os.PathLike) -> Iterator[None]:
+    """A block that writes ``path`` (makes a folder, or a file by other means than
+    :func:`write_output`): an OSError, or Polars' error wrapping one, raised in it
+    becomes the one message of every output nb writes, ``cannot write PATH: REASON``
+    (the same OSError subclass and errno), as :func:`write_output` raises it.
+
+    Raises:
+        OSError: ``cannot write PATH: REASON``.
+    """
+    try:
+        yield
+    except (OSError, pl.exceptions.PolarsError) as err:
+        raise _write_error(os.fspath(path), err) from None
 
 
 def _write_in_place(path: str, write: Callable[[IO[bytes]], None]) -> None:

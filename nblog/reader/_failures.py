@@ -19,6 +19,7 @@ import os
 from collections.abc import Iterable
 
 from ..format._runfile import open_regular, parse_failure_file_name
+from ._words import plural
 
 #: Bytes of a failure mark read at most (they are a few hundred).
 MAX_MARK_BYTES = 64 << 10
@@ -44,7 +45,7 @@ def failure_line(failure: dict | None, after: int = 0) -> str | None:
     if isinstance(failure.get("thread"), str):
         line += f" (thread {failure['thread']})"
     if after:
-        line += f" ({after} other rank{'s' if after != 1 else ''} failed after it)"
+        line += f" ({plural(after, 'other rank')} failed after it)"
     return line
 
 

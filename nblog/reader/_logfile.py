@@ -39,6 +39,7 @@ from .. import _log as log
 from .._errors import DamagedLogWarning, FormatVersionError
 from ..format import _format as F
 from ..format._runfile import open_regular, parse_event_file_name
+from ._words import plural
 from ._wrap import unwrap_ms, unwrap_ms_array
 
 TYPE_CHECKING = False  # numpy is imported where points are asked for, typing never
@@ -358,7 +359,7 @@ class LogFile:
         lost = self._tags_lost
         if lost is not None and lost in self.damage[: self._reported] and (lost.points or 0) > self._orphans_reported:
             more = (lost.points or 0) - self._orphans_reported
-            self._warn(lost, f"{more} more points of tags whose definitions were damaged there were left out")
+            self._warn(lost, f"{plural(more, 'more point')} of tags whose definitions were damaged there left out")
         for d in self.damage[self._reported :]:
             self._warn(d, what)
         self._reported = len(self.damage)
@@ -386,14 +387,14 @@ class LogFile:
                 what = (f"a damaged copy of the {d.frame}; the other copy was read, nothing lost"
                         if d.frame != "file header" else "the file header; the session header named the format, nothing lost")
             elif d is self._tags_lost and d.points and d.frame is None:
-                what = (f"a frame header: what the frame held was left out, and {d.points} points read after it "
+                what = (f"a frame header: what the frame held was left out, and {plural(d.points, 'point')} read after it "
                         "whose tags have no definition (it may have held them)")
             elif d is self._tags_lost and d.points:
-                what = f"a frame of {d.frame}; {d.points} points of the tags it defined were left out"
+                what = f"a frame of {d.frame}; {plural(d.points, 'point')} of the tags it defined left out"
             elif d.frame is None:
                 what = "a frame header; what the frame held was left out"
             else:
-                what = (f"a frame of points; {d.points} points left out" if d.frame == "points" and d.points is not None
+                what = (f"a frame of points; {plural(d.points, 'point')} left out" if d.frame == "points" and d.points is not None
                         else f"a frame of {d.frame}; what it held was left out")
         where = f"{d.size} bytes damaged at bytes {d.start}-{d.stop}: " if d.start or d.stop < self.size else ""
         message = f"nblog: {who}{self.path}: {where}{what}"

@@ -5,7 +5,9 @@ Polars is the engine: ``--where`` is a SQL ``WHERE`` fragment parsed by
 to the text first is :func:`quote_keys`: a bare word with ``.`` or ``/`` inside
 (``optim.lr``, ``train/loss.min``) is one key, so it is wrapped in double quotes
 (SQL would read ``optim.lr`` as column ``lr`` of a table ``optim`` and ``train/loss``
-as a division).
+as a division); and a dotted chain of quoted and bare parts, as SQL users quote a name
+with other characters (``"train/loss".last``, ``"val/top-1".max``, ``optim."lr"``), is
+the same one key (``"train/loss.last"``), where Polars would read a field of a struct.
 
 A key is, in this order of precedence:
 
@@ -40,9 +42,14 @@ FIELDS = ("id", "project", "name", "status", "ranks", "world_size", "sessions", 
 _FIELD_OF = {f: ("duration_s" if f == "duration" else f) for f in FIELDS}
 _MISSING = object()
 
-# single-quoted strings and double-quoted identifiers (kept as they are), then a bare
-# word with dots or slashes between its parts (a key to quote)
-_TOKEN = re.compile(r"""'(?:[^']|'')*'|"(?:[^"]|"")*"|(?<![\w.])([A-Za-z_]\w*(?:[./]\w+)+)(?![\w(])""", re.ASCII)
+# single-quoted strings (kept as they are), then a key: a chain of parts joined by dots,
+# each part a double-quoted identifier or a bare word (with slashes and dots inside); a
+# chain is taken whole (possessive) and must not be a function's name
+_QUOTED = r'"(?:[^"]|"")*"'
+_PART = rf'(?:{_QUOTED}|\w+(?:[./]\w+)*)'
+_TOKEN = re.compile(rf"""'(?:[^']|'')*'|(?<![\w."])((?:{_QUOTED}|[A-Za-z_]\w*(?:[./]\w+)*)(?:\.{_PART})*+)(?![\w(."])""",
+                    re.ASCII)
+_PARTS = re.compile(rf"{_QUOTED}|[^.\"]+(?:[./][^.\"]+)*", re.ASCII)
 
 
 class QueryError(ValueError):
@@ -58,10 +65,25 @@ class QueryError(ValueError):
 
 
 def quote_keys(expr: str) -> str:
-    """``expr`` with every bare word of letters, digits and ``_`` that has ``.`` or ``/``
-    between its parts (``optim.lr``, ``train/loss.min``) put in double quotes; quoted
-    text (``'...'``, ``"..."``) is left as it is, and so is a word followed by ``(``."""
-    return _TOKEN.sub(lambda m: f'"{m.group(1)}"' if m.group(1) else m.group(0), expr)
+    """``expr`` with every key put in one pair of double quotes: a bare word of letters,
+    digits and ``_`` that has ``.`` or ``/`` between its parts (``optim.lr``,
+    ``train/loss.min``), and a chain of quoted and bare parts joined by dots
+    (``"train/loss".last`` becomes ``"train/loss.last"``). Text in single quotes, a lone
+    quoted key (``"val/top-1"``), a plain word and a word followed by ``(`` stay as
+    they are."""
+    return _TOKEN.sub(_quote_key, expr)
+
+
+def _quote_key(m: re.Match) -> str:
+    chain = m.group(1)
+    if chain is None:  # a string
+        return m.group(0)
+    if '"' not in chain and "." not in chain and "/" not in chain:  # a plain word (AND, status)
+        return chain
+    if chain.startswith('"') and _PARTS.fullmatch(chain):  # one quoted key
+        return chain
+    parts = [p[1:-1].replace('""', '"') if p.startswith('"') else p for p in _PARTS.findall(chain)]
+    return '"' + ".".join(parts).replace('"', '""') + '"'
 
 
 def parse_where(expr: str) -> pl.Expr:

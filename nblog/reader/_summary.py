@@ -23,6 +23,7 @@ from ._reader import RunReader
 from ._select import tag_matcher
 from ._stragglers import MIN_STEPS, StragglerRule, TimerFrames, straggler_frames
 from ._tail import json_number
+from ._words import plural
 
 if TYPE_CHECKING:
     import polars as pl
@@ -607,7 +608,7 @@ def provenance_lines(records: list[dict]) -> list[tuple[str, str]]:
         elif git.get("dirty") is False:
             parts.append("clean")
         if isinstance(git.get("untracked"), int) and git["untracked"]:
-            parts.append(f"{git['untracked']} untracked file{'s' if git['untracked'] != 1 else ''}")
+            parts.append(plural(git["untracked"], "untracked file"))
         if git.get("remote"):
             parts.append(f"from {git['remote']}")
         out.append(("code", ", ".join(parts)))
@@ -626,5 +627,5 @@ def provenance_lines(records: list[dict]) -> list[tuple[str, str]]:
             versions.append(f"{name} {libs[name]}")
     out.append(("versions", ", ".join(versions)))
     out.append(("recorded", f"{rec['file']} (rank {rec['rank']}, session {rec['session']}; "
-                            f"{len(records)} file{'s' if len(records) != 1 else ''}; all of it: nb show --json)"))
+                            f"{plural(len(records), 'file')}; all of it: nb show --json)"))
     return out

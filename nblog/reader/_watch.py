@@ -50,6 +50,7 @@ from ._failures import unended_line
 from ._rankfiles import follow, ranks_with_logs
 from ._stragglers import STRAGGLER_FLOOR_S, STRAGGLER_SPREAD, STRAGGLER_WARMUP_STEPS, StragglerRule
 from ._tail import KINDS, Event, Follower, json_number
+from ._words import plural
 
 TYPE_CHECKING = False  # RankFiles is imported where the folder is first listed, typing never
 if TYPE_CHECKING:
@@ -254,9 +255,9 @@ class GpuState:
         if util:
             return make_alert("gpu_idle", "warn", run, ev.rank, host, ev.tag, ev.step, ev.wall_time,
                               f"GPU {gpu} of rank {ev.rank}{_on(host)} below {self.idle_percent:g}% utilization "
-                              f"for {n} samples (now {ev.value:g}%)", value=ev.value, samples=n)
+                              f"for {plural(n, 'sample')} (now {ev.value:g}%)", value=ev.value, samples=n)
         return make_alert("gpu_throttled", "warn", run, ev.rank, host, ev.tag, ev.step, ev.wall_time,
-                          f"GPU {gpu} of rank {ev.rank}{_on(host)} throttled ({m.group(2)}) for {n} samples",
+                          f"GPU {gpu} of rank {ev.rank}{_on(host)} throttled ({m.group(2)}) for {plural(n, 'sample')}",
                           value=ev.value, samples=n)
 
 

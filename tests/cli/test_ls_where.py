@@ -127,6 +127,10 @@ WHERES = [
     ("val/acc is null", '"val/acc" is null'),
     ('"optim.sched.warmup" >= 200 and "train/loss.max" - "train/loss.min" > 1',
      '"optim.sched.warmup" >= 200 and "train/loss.max" - "train/loss.min" > 1'),
+    # issue 22: a quoted name with a statistic after it, as SQL users write it, is one key
+    ('"train/loss".last > 0.1', '"train/loss.last" > 0.1'),
+    ('"val/acc".max > 0.5 and optim."name" = \'adam\' and "train/loss"."min" < 0.5',
+     '"val/acc.max" > 0.5 and "optim.name" = \'adam\' and "train/loss.min" < 0.5'),
 ]
 
 
@@ -315,6 +319,11 @@ def test_quote_keys():
     kept = "\"val/top-1\" > 0.5 and name = 'a.b/c' and lr < 1.5e-3 and x / y > 2 and lower(name) = 'x'"
     assert quote_keys(kept) == kept
     assert quote_keys("layer.0.weight = 1 and 'it''s.x' = a.b") == "\"layer.0.weight\" = 1 and 'it''s.x' = \"a.b\""
+    # quoted and bare parts joined by dots are one key, as bare dotted words are
+    assert quote_keys('"train/loss".last > 0.1') == '"train/loss.last" > 0.1'
+    assert quote_keys('"val/top-1"."max" > 0.9 and optim."lr" < 1') == '"val/top-1.max" > 0.9 and "optim.lr" < 1'
+    assert quote_keys('"a""b".c = 1 and x."y".z/w.min > 2') == '"a""b.c" = 1 and "x.y.z/w.min" > 2'
+    assert quote_keys('lower("name") = \'a.b\' and "x" > 1') == 'lower("name") = \'a.b\' and "x" > 1'
 
 
 def test_fast_argv_understands_the_query_options():

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import io
 import json
+import sys
 
 import pytest
 from rich.console import Console
 
+from nbcli import _output
 from nbcli._output import (
     Column,
     Output,
     clean,
     data,
+    emit_json,
     fmt_bytes,
     fmt_duration,
     fmt_seconds,
@@ -82,3 +85,52 @@ def test_plain_table_escapes_tabs(capsys):
     out = Output(Console(file=io.StringIO(), force_terminal=False))
     out.table([Column("A"), Column("B", numeric=True)], [["x\ty", 1.0], [None, 2]])
     assert capsys.readouterr().out == "A\tB\nx\\ty\t1\n-\t2\n"
+
+
+def _ls_rows(n: int) -> list[dict]:
+    """Rows shaped as nb ls --json prints them; every 10th with a failure (not flat)."""
+    return [{"id": f"b{i:05d}", "project": "sweep", "name": None, "status": "failed" if i % 10 == 0 else "finished",
+             "ranks": 1, "world_size": 1, "sessions": 1, "last_step": 4, "last_step_updated": 1.7e9 + i,
+             "started": 1.7e9 + i, "duration_s": 0.015, "last_write": 1.7e9 + i, "size_bytes": 2134,
+             "path": f"/data/runs/sweep/b{i:05d}",
+             "failure": {"rank": 0, "type": "RuntimeError", "message": "x" * 200} if i % 10 == 0 else None,
+             "failed_after": 0, "failure_line": "failed: rank 0, RuntimeError: x" if i % 10 == 0 else None}
+            for i in range(n)]
+
+
+def test_emit_json_writes_a_long_list_piece_by_piece(monkeypatch):
+    """Issue 22 (nb ls --json of 20,000 runs): the document is written a batch of rows at
+    a time; the memory it takes beyond the rows is a batch's, not the whole text's
+    (several copies of ~10 MB before: the text, its escaped copy, the line to write).
+    tracemalloc counts the bytes allocated: the same on an idle or a loaded machine."""
+    import tracemalloc
+
+    rows = _ls_rows(20_000)
+    written: list[int] = []
+
+    class Sink(io.TextIOBase):
+        def write(self, s: str) -> int:
+            written.append(len(s))
+            return len(s)
+
+    monkeypatch.setattr(sys, "stdout", Sink())
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        emit_json(rows)
+        peak = tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+    total = sum(written)
+    assert total > 8_000_000
+    assert peak < total / 3, f"{peak / 2**20:.1f} MiB taken to write {total / 2**20:.1f} MiB of JSON"
+    assert max(written) < total / 10
+
+
+def test_the_pieces_make_what_json_dumps_writes():
+    nasty = "q\"b\\s\n\x1b[31m\u202e\x85 é"
+    odd = [{}, {"a": float("nan"), nasty: nasty}, {"nested": {"x": [1, {"y": float("inf")}], "z": []}}, [1, [2, {}]],
+           "s", 3, None, {1: 2}, {"e": {}}]
+    for rows in ([], odd, _ls_rows(2_345), odd * 300):
+        want = json.dumps(_output._finite(rows), indent=2, ensure_ascii=False, allow_nan=False, default=str)
+        assert json_text(rows) == _output._JSON_UNSAFE.sub(_output._json_escape, want)

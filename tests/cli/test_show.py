@@ -254,3 +254,21 @@ def test_a_rank_stopped_by_sigterm_is_stopped_not_running(cli, tmp_path):
     assert row.rstrip().endswith("stopped (SIGTERM)"), row
     files = json.loads(cli("show", "sig", "--root", str(tmp_path), "--json").stdout)["files"]
     assert files[0]["end_reason"] == "SIGTERM"
+
+
+def test_a_long_config_value_is_cut_with_a_note(cli, tmp_path):
+    """Issue 22: a 100,000-character config value was printed whole. The plain view keeps
+    its first 500 characters and a list's first 50 items, says so under the config, and
+    --json still carries every value whole."""
+    root = tmp_path / "runs"
+    config = {"prompt": "x" * 99_995 + "<end>", "ids": list(range(1000)), "lr": 0.1, "short": "y" * 500}
+    run_ranks(root, {"stop": 2, "config": config}, 1, "long-00000001")
+    result = cli("show", "long-00000001", "--root", str(root))
+    assert result.exit_code == 0, result.stderr
+    text = result.stdout
+    assert len(text) < 20_000 and "<end>" not in text
+    assert f'"prompt": "{"x" * 500}… (99,500 more characters)"' in text
+    assert '"… (950 more items)"' in text and "    49,\n" in text and "    50,\n" not in text
+    assert f'"short": "{"y" * 500}"' in text  # 500 characters: kept whole
+    assert "2 long values cut above (all of it: nb show --json, config)" in text
+    assert show_json(cli, root, "long-00000001")["config"] == config

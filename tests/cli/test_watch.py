@@ -111,3 +111,29 @@ def test_event_of_a_hostile_file_gives_an_alert_without_raising():
     assert alert["step"] is None and alert["wall_time"] is None and alert["type"] is None
     assert alert["message"] == "failed: rank 2, before the first step, ?"
     assert event_alert({"kind": "something-new"}, "r", 0, 0, None) is None
+
+
+def test_following_ends_with_status_1_when_it_reported_an_alert(cli, runs):
+    """Issue 22: a followed run that failed printed "failed; 1 alert" and exited 0, where
+    --once exits 1 on the same alert. One rule now: 1 when any alert was reported."""
+    result = cli("watch", "solo-00000002", "--root", str(runs), "--json", "--interval", "0.05", "--timeout", "120")
+    rules = [json.loads(line)["rule"] for line in result.stdout.splitlines()]
+    assert "failure" in rules and "Traceback" not in result.stderr
+    assert f"solo-00000002 failed; {len(rules)} alert" in result.stderr  # it ended: the run is over
+    assert result.exit_code == 1
+
+
+def test_following_a_clean_run_ends_with_status_0(cli, runs):
+    result = cli("watch", "dup-aaaa0001", "--root", str(runs), "--json", "--interval", "0.05", "--timeout", "120")
+    assert (result.exit_code, result.stdout) == (0, "")
+    assert "dup-aaaa0001 finished; 0 alerts" in result.stderr
+
+
+def test_a_timeout_after_an_alert_ends_with_status_1(cli, runs):
+    """The killed run stays "running": following it ends by --timeout, after its stall
+    was reported (no new step for 0 s is a stall with --stall-k 0 --stall-floor 0)."""
+    result = cli("watch", "stale-00000003", "--root", str(runs), "--json", "--interval", "0.05", "--timeout", "0.5",
+                 "--stall-k", "0", "--stall-floor", "0")
+    rules = [json.loads(line)["rule"] for line in result.stdout.splitlines()]
+    assert rules == ["stall"], result.stdout
+    assert result.exit_code == 1

@@ -205,7 +205,7 @@ def test_points_of_a_lost_tag_definition_are_counted(tmp_path):
     path = tmp_path / "events.r0.s0.log"
     path.write_bytes(bytes(data))
     lf = LogFile(str(path))
-    with pytest.warns(nb.DamagedLogWarning, match="10000 points of the tags it defined were left out"):
+    with pytest.warns(nb.DamagedLogWarning, match="10000 points of the tags it defined left out"):
         lf.poll()
     (d,) = lf.damage
     assert (d.start, d.stop, d.frame, d.points, d.recovered) == (len(head), len(head) + len(tags),

@@ -361,7 +361,7 @@ def test_points_whose_tag_definition_is_corrupt_are_skipped_never_shown_under_an
 
     want = [(s, tag, v) for s in range(20) for tag, v in (("a", float(s)), ("c", 0.5))]
     r = nb.RunReader(run.dir)
-    with pytest.warns(nb.DamagedLogWarning, match="10 points of the tags it defined were left out"):
+    with pytest.warns(nb.DamagedLogWarning, match="10 points of the tags it defined left out"):
         assert r.scalars()[["step", "tag", "value"]].rows() == want
     (s0,) = r.sessions()
     assert s0["skipped_bytes"] > 0 and s0["points"] == 40

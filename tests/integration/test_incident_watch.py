@@ -99,7 +99,7 @@ def test_nan_straggler_and_hang_each_alerted_once_within_two_polls(tmp_path: Pat
         werr = watch.finish()
     finally:
         end(job, watch, pids)
-    assert watch.proc.returncode == 0 and "Traceback" not in werr, werr
+    assert watch.proc.returncode == 1 and "Traceback" not in werr, werr  # it reported alerts
     assert "finished; 6 alerts" in werr, werr  # it stopped following once the job ended
     check_alerts(watch)
     assert nb.RunReader(watch.run_dir).meta["status"] == "finished"

@@ -25,6 +25,8 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, RichLog, Static, TabbedContent, TabPane
 
+from nblog.reader import plural
+
 from ..events import RunEvents
 from ..messages import LoadDone, RunStatus, StatusReady, ViewReady
 from ..model import MAX_PLOTS, Request, RunModel, SystemData, TextData, TimersData
@@ -399,9 +401,9 @@ class RunScreen(Screen):
         fails = sum(e["kind"] == "failure" for e in self.events)
         alerts = len(self.events) - fails
         if fails:
-            t.append(f"  {fails} failure{'s' if fails > 1 else ''}", style="bold #ff5f5f")
+            t.append(f"  {plural(fails, 'failure')}", style="bold #ff5f5f")
         if alerts:
-            t.append(f"  {alerts} alert{'s' if alerts > 1 else ''}", style="yellow")
+            t.append(f"  {plural(alerts, 'alert')}", style="yellow")
         if st.last_step is not None:
             t.append(f"  step {st.last_step}")
         t.append(f"  x={AXIS_NAMES[self.axis]}", style="dim")
@@ -453,7 +455,7 @@ class RunScreen(Screen):
         self.query_one(GpuGrid).show(data.grid)
         which = "all machines (m: one machine)" if data.machine < 0 else \
             f"machine {data.machine + 1}/{len(data.machines)} (m: next, all after the last)"
-        head = Text(f"{len(data.machines)} machine(s) · ", style="dim")
+        head = Text(f"{plural(len(data.machines), 'machine')} · ", style="dim")
         head.append(which, style="dim")
         self.query_one("#sys-header", Static).update(head)
         grid = self.query_one("#sys-plots", PlotGrid)

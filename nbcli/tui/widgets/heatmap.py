@@ -30,6 +30,8 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widgets import Static
 
+from nblog.reader import plural
+
 from ..text import clean
 
 #: Colour of a cell by its ratio to the median rank's mean: upper bounds and colours.
@@ -136,7 +138,7 @@ def heat_data(timer: str | None, series: Mapping[int, tuple[np.ndarray, np.ndarr
         mcell = msums / mcnts
         mmeans = np.bincount(mrow, weights=values, minlength=nm) / np.bincount(mrow, minlength=nm)
     per_host = np.bincount(np.array([index[h] for h in names]), minlength=nm)
-    machines = HeatRows([f"{clean(h)} ({n} rank{'s' if n != 1 else ''})" for h, n in zip(uniq, per_host, strict=True)],
+    machines = HeatRows([f"{clean(h)} ({plural(n, 'rank')})" for h, n in zip(uniq, per_host, strict=True)],
                         (mcell / ref).astype(np.float32), mmeans)
     if judged is None:
         slow = sorted(range(nrow), key=lambda i: (-means[i] if have[i] else math.inf, order[i]))[:SLOWEST]
@@ -182,7 +184,7 @@ def header_text(data: HeatData | None, by_machine: bool) -> Text:
     t = Text(no_wrap=True, overflow="ellipsis")
     t.append(f"{clean(data.timer or '')}", style="bold")
     t.append(f" by {'machine' if by_machine else 'rank'} × step {data.first_step}–{data.last_step}, "
-             f"{len(rows.labels)} rows; median rank {_fmt_s(data.median_s)}"
+             f"{plural(len(rows.labels), 'row')}; median rank {_fmt_s(data.median_s)}"
              f"{' a step' if data.judged else ''}  (g: {'ranks' if by_machine else 'group by machine'})", style="dim")
     if data.judged:
         t.append("\nstragglers: ", style="dim")

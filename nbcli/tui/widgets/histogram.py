@@ -17,6 +17,8 @@ import numpy as np
 from rich.text import Text
 from textual.widget import Widget
 
+from nblog.reader import plural
+
 from ..text import fmt_compact, lit
 
 EIGHTHS = "▁▂▃▄▅▆▇█"
@@ -160,7 +162,7 @@ def bar_caption(data: HistogramData, width: int) -> Text:
         t.append(" · " + " ".join(f"{names[k]} {v:,}" for k, v in odd) + " (not binned)", style="bold #ff8787")
     num = stats.get("num")
     if isinstance(num, int):
-        t.append(f" · {num:,} values")
+        t.append(f" · {plural(num, 'value', sep=True)}")
     lo, hi, total = stats.get("min"), stats.get("max"), stats.get("sum")
     if isinstance(lo, (int, float)) and isinstance(hi, (int, float)):
         t.append(f" · min {fmt_compact(lo)} max {fmt_compact(hi)}")
@@ -168,7 +170,7 @@ def bar_caption(data: HistogramData, width: int) -> Text:
         t.append(f" mean {fmt_compact(total / num)}")
     bins = len(data.counts[i])
     per = bins_per_bar(data.counts[i], width)
-    t.append(f" · {bins} bin{'s' if bins != 1 else ''}" + (f", {per} per bar" if per > 1 else ""), style=AXIS_STYLE)
+    t.append(f" · {plural(bins, 'bin')}" + (f", {per} per bar" if per > 1 else ""), style=AXIS_STYLE)
     t.truncate(max(1, width), overflow="ellipsis")
     return t
 
@@ -267,7 +269,7 @@ def heat_caption(data: HistogramData, rows: int, width: int = 200) -> Text:
     n = len(data.counts)
     per, _r = steps_per_row(n, rows)
     t = Text(no_wrap=True, end="", overflow="ellipsis")
-    t.append(f"{n} step{'s' if n != 1 else ''}", style="bold")
+    t.append(plural(n, "step"), style="bold")
     if per > 1:
         t.append(f", {per} per row", style=AXIS_STYLE)
     t.append(" · shade: share of the step's values in each range", style=AXIS_STYLE)
