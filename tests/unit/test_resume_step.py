@@ -1,6 +1,6 @@
-"""nblog.write._resume_step: the last step of an event log, read from its ends with the stdlib.
+"""The last step of an event log (nblog.format._steps), read from its ends with the stdlib.
 
-init reads it on a resume to continue the step counter; it must find the highest
+init and every listing read it (a resume continues the step counter after it); it must find the highest
 non-system step near the end however long the log is, and never fail on a torn or
 damaged log.
 """
@@ -10,7 +10,10 @@ from __future__ import annotations
 import os
 
 from nblog.format import _format as F
-from nblog.write._resume_step import _HEAD, _TAIL, log_last_step, resume_step
+from nblog.format._steps import HEAD as _HEAD
+from nblog.format._steps import TAIL as _TAIL
+from nblog.format._steps import log_last_step
+from nblog.write._resume_step import resume_step
 from nblog.write._writer import Writer
 
 
