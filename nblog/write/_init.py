@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from .. import __version__
 from .. import _log as log
 from ..format import _format as F
+from ..format._host import hostname
 from ..format._names import check_name
 from ..format._runfile import (
     RUN_JSON,
@@ -21,7 +22,7 @@ from ..format._runfile import (
     to_json_config,
 )
 from . import _lifecycle
-from ._launch import RankInfo, detect_ranks, hostname
+from ._launch import RankInfo, detect_ranks
 from ._resume_step import resume_step
 from ._run import Run
 from ._runid import derive_run_id, random_run_id, shared_job_id

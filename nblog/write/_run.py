@@ -662,8 +662,8 @@ class Run(MediaMixin):
 
     def _mark_failure(self, failure: dict) -> None:
         """Write the failure mark of this rank's session (see nblog/reader/_failures.py)."""
+        from ..format._host import hostname
         from ..format._runfile import failure_file_name, write_json_atomic
-        from ._launch import hostname
 
         mark = {**failure, "session": self.session, "host": hostname(os.environ), "pid": os.getpid()}
         run_dir = self.dir
