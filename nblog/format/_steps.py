@@ -178,7 +178,9 @@ def max_step(found: Iterable[tuple[int, memoryview]], system: set[int]) -> int |
     for kind, payload in found:
         step = None
         try:
-            if kind in (F.FRAME_POINTS, F.FRAME_COLUMNS):
+            if kind == F.FRAME_COLUMNS and _LITTLE:
+                step = _max_columns_step(payload, system)
+            elif kind in (F.FRAME_POINTS, F.FRAME_COLUMNS):
                 step = _max_point_step(memoryview(F.points_payload(kind, payload)), system)
             elif kind == F.FRAME_TEXT:
                 step = max((s for s, *_ in F.decode_texts(bytes(payload))), default=None)
@@ -189,6 +191,27 @@ def max_step(found: Iterable[tuple[int, memoryview]], system: set[int]) -> int |
         if step is not None and (best is None or step > best):
             best = step
     return best
+
+
+_CODES = {2: "H", 4: "I", 8: "q"}
+
+
+def _max_columns_step(payload: memoryview, system: set[int]) -> int | None:
+    """The highest step of the non-system point records of a COLUMNS payload, from its
+    step column (little-endian machines), without rebuilding the records when no
+    record is of a system tag; ``ValueError`` for a malformed payload."""
+    n, pattern, tag_w, step_w, ms_w, step_base, _ms_base = F.columns_head(payload)
+    if not n:
+        return None
+    data = bytes(payload)  # aligned: the casts below read at full speed
+    at = F.COLUMNS_HEAD.size + 8 * n
+    if system:
+        tags_at = at + step_w * n + ms_w * n
+        tags = memoryview(data)[tags_at:]
+        ids = tags.cast("I") if pattern or tag_w == 4 else tags.cast("H")
+        if not system.isdisjoint(ids):  # system records among them: record by record
+            return _max_point_step(memoryview(F.decode_columns(payload)), system)
+    return step_base + max(memoryview(data)[at : at + step_w * n].cast(_CODES[step_w]))
 
 
 def _max_point_step(payload: memoryview, system: set[int]) -> int | None:
