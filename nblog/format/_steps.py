@@ -193,9 +193,6 @@ def max_step(found: Iterable[tuple[int, memoryview]], system: set[int]) -> int |
     return best
 
 
-_CODES = {2: "H", 4: "I", 8: "q"}
-
-
 def _max_columns_step(payload: memoryview, system: set[int]) -> int | None:
     """The highest step of the non-system point records of a COLUMNS payload, from its
     step column (little-endian machines), without rebuilding the records when no
@@ -211,7 +208,9 @@ def _max_columns_step(payload: memoryview, system: set[int]) -> int | None:
         ids = tags.cast("I") if pattern or tag_w == 4 else tags.cast("H")
         if not system.isdisjoint(ids):  # system records among them: record by record
             return _max_point_step(memoryview(F.decode_columns(payload)), system)
-    return step_base + max(memoryview(data)[at : at + step_w * n].cast(_CODES[step_w]))
+    steps = memoryview(data)[at : at + step_w * n]
+    column = steps.cast("q") if step_w == 8 else steps.cast("I") if step_w == 4 else steps.cast("H")
+    return step_base + max(column)
 
 
 def _max_point_step(payload: memoryview, system: set[int]) -> int | None:
