@@ -61,16 +61,16 @@ def run_info(reader: RunReader) -> dict:
     makes it failed), failure (the ``failed: rank 3 (host7), ...`` line, or None),
     launcher, config (flattened) and sessions of one run (each last step as ``nb show``
     says it)."""
-    from nblog.reader import run_summary, session_last_step
+    from nblog.reader import run_summary, session_steps
 
     meta = reader.meta
     row = run_summary(reader.dir)
     keys = ("session", "start", "host", "pid", "first_step", "last_step", "end", "end_reason", "world_size")
     sessions = [{k: s.get(k) for k in keys} for s in meta.get("sessions") or [] if isinstance(s, dict)]
-    logged = {s["session"]: s["last_step"] for s in reader.sessions(0)} if 0 in reader.ranks() else {}
-    for s in sessions:  # as nb show says it: run.json's figure or rank 0's event log's, the higher
-        recorded = s["last_step"] if s["last_step"].__class__ is int else None
-        s["last_step"] = session_last_step(recorded, logged.get(s["session"]))
+    steps = session_steps(reader.dir, meta.get("sessions"))  # run.json's or rank 0's event log's, the higher
+    for s in sessions:
+        if s["session"] in steps:
+            s["last_step"] = steps[s["session"]]
     return {
         "id": reader.id,
         "project": reader.project,

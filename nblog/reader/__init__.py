@@ -36,6 +36,7 @@ _NAMES: dict[str, tuple[str, str]] = {
     "STALE_AFTER_S": ("._progress", "STALE_AFTER_S"),
     "log_last_step": ("._progress", "log_last_step"),
     "session_last_step": ("._progress", "session_last_step"),
+    "session_steps": ("._progress", "session_steps"),
     "latest_step": ("._progress", "latest_step"),
     "rank_last_step": ("._progress", "rank_last_step"),
     "writer_alive": ("._progress", "writer_alive"),
@@ -159,6 +160,7 @@ if TYPE_CHECKING:  # the names for the type checker; at run time __getattr__ imp
         process_alive,
         rank_last_step,
         session_last_step,
+        session_steps,
         this_host,
         writer_alive,
     )

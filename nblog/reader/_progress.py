@@ -106,5 +106,22 @@ def session_last_step(recorded: int | None, logged: int | None) -> int | None:
     return higher(recorded, logged)
 
 
+def session_steps(run_dir: str, sessions: object) -> dict[int, int | None]:
+    """The last step of each of run.json's ``sessions`` (its list) of the run in
+    ``run_dir``: :func:`session_last_step` of its ``last_step`` and of rank 0's event
+    log of that session (:func:`log_last_step`, its end read), by session number."""
+    from ..format._runfile import event_file_name
+
+    out: dict[int, int | None] = {}
+    recorded = recorded_steps(sessions)
+    for s in sessions if isinstance(sessions, list) else ():
+        n = s.get("session") if isinstance(s, dict) else None
+        if n.__class__ is not int:
+            continue
+        path = os.path.join(run_dir, event_file_name(0, n))
+        out[n] = session_last_step(recorded.get(n), log_last_step(path) if os.path.exists(path) else None)
+    return out
+
+
 __all__ = ["STALE_AFTER_S", "higher", "latest_step", "log_last_step", "process_alive", "rank_last_step", "recorded_steps",
-           "session_last_step", "this_host", "writer_alive"]
+           "session_last_step", "session_steps", "this_host", "writer_alive"]

@@ -4,8 +4,8 @@
 - A run killed with ``kill -9`` while run.json lags its event log (progress updates every
   hour here, as after the last of them when a real run dies): ``nb ls`` (also a second
   time, from its cache, without reading a log again), ``nb show`` (its Run, Sessions and
-  Event logs sections) and ``LiveRun`` (the TUI's reader) give the last step the log
-  holds; and both commands call the run stale at once, since its process on this machine
+  Event logs sections), ``nb report``, ``nb diff`` and ``LiveRun`` (the TUI's reader) give
+  the last step the log holds; and both commands call the run stale at once, since its process on this machine
   is gone (it was "running" for three minutes).
 - The same after a torchrun job whose rank 0 was killed (``kill -9``) at step 30.
 - ``add_hparams`` after steps 0-49 logs its metrics at step 0: the event log's last step
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -102,6 +103,13 @@ def test_after_kill_9_every_view_gives_the_last_step_of_the_logs_and_says_stale(
     text = nb_cli("show", str(run_dir)).stdout
     assert f"last step\t{truth}\n" in text and "status\tstale\n" in text, text
 
+    page = tmp_path / "report.html"
+    assert nb_cli("report", str(run_dir), "-o", str(page)).returncode == 0
+    data = json.loads(re.search(r'<script type="application/json" id="nb-data">(.*?)</script>',
+                                page.read_text(), re.S).group(1))
+    (run,) = data["runs"]
+    assert (run["last_step"], run["status"], [s["last_step"] for s in run["sessions"]]) == (truth, "stale", [truth])
+
     live = LiveRun(str(run_dir))
     live.tags(0)  # loads rank 0, as the run screen does
     assert live.last_step(0) == truth
@@ -113,6 +121,9 @@ def test_after_kill_9_every_view_gives_the_last_step_of_the_logs_and_says_stale(
         for p in [*d.iterdir(), d]:  # an hour back, each file keeping its own order
             st = os.stat(p)
             os.utime(p, (st.st_atime - 3600, st.st_mtime - 3600))
+    diff = json.loads(nb_cli("diff", str(run_dir), str(root / "crash" / "k9-copy0000"), "--json").stdout)
+    assert [f["values"] for f in diff["sessions"]["fields"] if f["field"] == "last_step"] == [[truth, truth]]
+
     cache = tmp_path / "cache"
     rows, opened = ls(root, cache)
     assert len(rows) == MIN_RUNS + 1
@@ -128,7 +139,6 @@ def test_after_a_torchrun_job_lost_rank_0_to_kill_9_ls_and_show_give_the_logs_la
     job ends; run.json's last step is its figure of step 1 (progress updates every hour
     here, as a job dying between two of them leaves an older one), the event log holds
     step 30."""
-    import re
     import uuid
 
     from test_failures import LOOPBACK, SCRIPT, TIMEOUT_S, _env
