@@ -74,8 +74,10 @@ def ls(
 
     Status is running, finished or failed as run.json says; preempted: still "running" but
     its last session ended (SIGTERM, as a requeue expects); or stale: still "running" but
-    nothing written for longer than 3 minutes (live writers record a heartbeat every minute).
-    Reads run.json and file sizes and times only, never the event logs (but see tags below).
+    its process is gone (on this machine, by its pid; elsewhere, nothing written for longer
+    than 3 minutes: live writers record a heartbeat every minute). The last step is rank 0's,
+    from run.json or, where run.json may be behind (a killed run), the end of its event log.
+    Reads run.json and file sizes and times, and event logs only there (and see tags below).
 
     Keys of --where, --columns, --sort and --group: a field (id, project, name, status,
     ranks, world_size, sessions, last_step, started and last_write in unix seconds,

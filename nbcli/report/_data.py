@@ -57,20 +57,26 @@ def _flatten(config: object, prefix: str = "") -> list[list]:
 
 
 def run_info(reader: RunReader) -> dict:
-    """Identity, status (as ``nb ls`` says it: a failure on any rank makes it failed),
-    failure (the ``failed: rank 3 (host7), ...`` line, or None), launcher, config
-    (flattened) and sessions of one run."""
-    from nblog.reader import run_summary
+    """Identity, status and last step (as ``nb ls`` says them: a failure on any rank
+    makes it failed), failure (the ``failed: rank 3 (host7), ...`` line, or None),
+    launcher, config (flattened) and sessions of one run (each last step as ``nb show``
+    says it)."""
+    from nblog.reader import run_summary, session_steps
 
     meta = reader.meta
     row = run_summary(reader.dir)
     keys = ("session", "start", "host", "pid", "first_step", "last_step", "end", "end_reason", "world_size")
     sessions = [{k: s.get(k) for k in keys} for s in meta.get("sessions") or [] if isinstance(s, dict)]
+    steps = session_steps(reader.dir, meta.get("sessions"))  # run.json's or rank 0's event log's, the higher
+    for s in sessions:
+        if s["session"] in steps:
+            s["last_step"] = steps[s["session"]]
     return {
         "id": reader.id,
         "project": reader.project,
         "name": meta.get("name"),
         "status": row["status"],
+        "last_step": row["last_step"],
         "failure": row["failure_line"],
         "world_size": meta.get("world_size"),
         "launcher": meta.get("launcher"),

@@ -71,6 +71,7 @@ class MediaMixin:
     _t0: int
     _media: list
     _media_tids: dict
+    _hi: list[int]
     _strict: bool
     _writer: Writer | None
     _dropped_before_writer: dict[str, int]
@@ -287,6 +288,9 @@ class MediaMixin:
                             "encoded and written; dropping media until the writer catches up")
             return
         media.append((step, tid, (_mono_ns() - self._t0) // 1_000_000 & 0xFFFFFFFF, job))
+        hi = self._hi
+        if step > hi[tid]:  # the step this rank is in counts its media (Run._current_step)
+            hi[tid] = step
 
 
 # -- writer side -----------------------------------------------------------------------

@@ -1,6 +1,8 @@
 """Reading runs: the public reader library that every ``nb`` command is a thin layer over.
 
-Finding runs (:func:`list_runs`, :func:`resolve_run`, :func:`run_summary`); a rank's
+Finding runs (:func:`list_runs`, :func:`resolve_run`, :func:`run_summary`); where a run
+is (:func:`log_last_step`, :func:`session_last_step`, :func:`latest_step`,
+:func:`writer_alive`: one definition each of the last step and of a live writer); a rank's
 session files in order, read incrementally (``_rankfiles``, ``_logfile``); whole frames
 (:class:`RunReader`); live in-memory series (:class:`LiveRun`); min/max envelopes of
 long runs from the writer's sidecars (:func:`read_envelopes`); following one rank
@@ -33,7 +35,16 @@ _NAMES: dict[str, tuple[str, str]] = {
     "resolve_run": ("._catalog", "resolve_run"),
     "run_summary": ("._catalog", "run_summary"),
     "run_status": ("._catalog", "run_status"),
-    "STALE_AFTER_S": ("._catalog", "STALE_AFTER_S"),
+    # where a run is: one definition each of the last step and of a live writer
+    "STALE_AFTER_S": ("._progress", "STALE_AFTER_S"),
+    "log_last_step": ("._progress", "log_last_step"),
+    "session_last_step": ("._progress", "session_last_step"),
+    "session_steps": ("._progress", "session_steps"),
+    "latest_step": ("._progress", "latest_step"),
+    "rank_last_step": ("._progress", "rank_last_step"),
+    "writer_alive": ("._progress", "writer_alive"),
+    "process_alive": ("._progress", "process_alive"),
+    "this_host": ("._progress", "this_host"),
     "tag_summaries": ("._tag_summary", "tag_summaries"),
     # a rank's files
     "event_files": ("._rankfiles", "event_files"),
@@ -130,7 +141,6 @@ if TYPE_CHECKING:  # the names for the type checker; at run time __getattr__ imp
     from nblog.media._media_encode import decode_histogram
 
     from ._catalog import (
-        STALE_AFTER_S,
         default_root,
         latest_run,
         list_runs,
@@ -158,6 +168,17 @@ if TYPE_CHECKING:  # the names for the type checker; at run time __getattr__ imp
     from ._live import LiveRun, Series
     from ._logfile import Delta, LogFile, read_header
     from ._media_read import HISTOGRAM_SCHEMA, MEDIA_SCHEMA
+    from ._progress import (
+        STALE_AFTER_S,
+        latest_step,
+        log_last_step,
+        process_alive,
+        rank_last_step,
+        session_last_step,
+        session_steps,
+        this_host,
+        writer_alive,
+    )
     from ._rankfiles import (
         KIND_CODES,
         WINDOW,

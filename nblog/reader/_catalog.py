@@ -1,7 +1,11 @@
 """Finding runs under a root: resolve a RUN argument, list runs for ``nb ls``.
 
-Listing reads ``run.json`` and file sizes and modification times only, never event
-contents, so it stays fast on thousands of runs.
+Listing reads ``run.json`` and file sizes and modification times, so it stays fast on
+thousands of runs. Event contents are read only where run.json may be behind the logs
+(``nblog.reader._progress``: one definition of the last step): the end of rank 0's
+event log of a session that has not ended and was written since run.json (a run still
+running, or killed with ``kill -9``), or of a session run.json does not know. The
+listing cache keeps what was read, by the log's size and modification time.
 """
 
 from __future__ import annotations
@@ -15,8 +19,7 @@ from collections.abc import Iterator, Mapping
 from .._errors import AmbiguousRunError, RunNotFoundError
 from ..format._runfile import RUN_JSON, parse_event_file_name, read_json_file
 from ._listing_cache import ListingCache
-
-STALE_AFTER_S = 180.0  # a "running" run with no write for this long is "stale" (3 heartbeats)
+from ._progress import STALE_AFTER_S, log_last_step, this_host, writer_alive
 
 
 def default_root(env: Mapping[str, str] | None = None) -> str:
@@ -100,9 +103,12 @@ def run_summary(run_dir: str, now: float | None = None, stale_after: float = STA
 
     Keys: id, project, name, status (:func:`run_status`: running / finished / failed /
     preempted / stale / unknown), ranks
-    (ranks with event logs), world_size, sessions, last_step, last_step_updated (unix
-    seconds: when rank 0 recorded last_step in run.json, every few seconds while the
-    step moves; None when unknown), started (unix seconds), duration_s (active time:
+    (ranks with event logs), world_size, sessions, last_step (the run's last step,
+    ``nblog.reader._progress``: rank 0's latest session that logged one, the higher of
+    run.json's figure and its event log's), last_step_updated (unix seconds: when rank 0
+    recorded last_step in run.json, every few seconds while the step moves, or when
+    its event log was last written where the log holds a later step; None when
+    unknown), started (unix seconds), duration_s (active time:
     sessions added up, queue gaps left out), last_write (unix seconds), size_bytes, path,
     failure (the earliest uncaught exception of the latest session on any rank, from
     the failure marks failing ranks write (nblog/reader/_failures.py): rank, session,
@@ -118,27 +124,47 @@ def run_summary(run_dir: str, now: float | None = None, stale_after: float = STA
 
 
 def run_status(meta: Mapping, last_write: float | None, now: float | None = None,
-               stale_after: float = STALE_AFTER_S) -> str:
-    """A run's status as ``nb ls``, ``nb show`` and the TUI show it.
+               stale_after: float = STALE_AFTER_S, here: str | None = None) -> str:
+    """A run's status as ``nb ls``, ``nb show``, ``nb report`` and the TUI show it.
 
     Args:
         meta: the parsed run.json (``{}`` when missing or unreadable).
         last_write: the newest modification time of the run's files (unix seconds),
             or None/0 when unknown.
         now: the time to judge by (unix seconds; default: now).
-        stale_after: seconds without a write after which a running run is stale.
+        stale_after: seconds without a write after which the writer of a run on
+            another machine counts as gone.
+        here: this machine's name (default: ``nblog.reader._progress.this_host``).
 
     Returns:
         run.json's ``status`` ("running", "finished", "failed"; "unknown" when it has
         none), except for a run still marked "running": "preempted" when its last
         session has ended (an ``end`` recorded, as on SIGTERM: the job is expected to
-        be requeued), else "stale" when its files have not changed for
-        ``stale_after`` seconds (killed without a chance to say so).
+        be requeued), else "stale" when the process of its latest session is not alive
+        (``nblog.reader._progress.writer_alive``: on this machine, its pid; elsewhere,
+        no write for ``stale_after`` seconds): killed without a chance to say so.
     """
-    status = _base_status(meta) if isinstance(meta, Mapping) else "unknown"
-    if status == "running" and last_write and (time.time() if now is None else now) - last_write > stale_after:
-        return "stale"
+    if not isinstance(meta, Mapping):
+        return "unknown"
+    status = _base_status(meta)
+    if status == "running":
+        host, pid, start = _writer(meta.get("sessions"))
+        if not writer_alive(host, pid, start, last_write, now, stale_after, here):
+            return "stale"
     return status
+
+
+def _writer(sessions: object) -> list:
+    """``[host, pid, start]`` of the latest of run.json's ``sessions`` (rank 0's
+    process), each None when unknown."""
+    entries = [s for s in sessions if isinstance(s, dict)] if isinstance(sessions, list) else []
+    if not entries:
+        return [None, None, None]
+    last = max(entries, key=lambda s: s["session"] if s.get("session").__class__ is int else -1)
+    host, pid, start = last.get("host"), last.get("pid"), last.get("start")
+    return [host if isinstance(host, str) else None,
+            pid if pid.__class__ is int else None,
+            start if isinstance(start, (int, float)) and not isinstance(start, bool) else None]
 
 
 def _base_status(meta: Mapping) -> str:
@@ -163,12 +189,16 @@ def run_info(meta: Mapping) -> list:
     :data:`nblog.reader._listing_cache.INFO` (what the listing cache keeps): name,
     created, world_size, sessions (how many), status (:func:`_base_status`), closed_s
     (active seconds of the sessions whose end does not depend on the files), open_start
-    (start of a last session still open: it lasts until the last write), last_step,
-    last_step_updated, failure (the latest session's, as rank 0 recorded it) and
-    last_session (the highest session number, or None)."""
+    (start of a last session still open: it lasts until the last write), last_step
+    (of the latest session that recorded one), last_step_updated, failure (the latest
+    session's, as rank 0 recorded it), last_session (the highest session number, or
+    None), step_session (the session of last_step, or None), step_ended (whether that
+    session has ended: its last_step is final) and writer (``[host, pid, start]`` of
+    the latest session)."""
     sessions = meta.get("sessions") or []
     closed = 0.0
-    open_start = last_step = last_step_updated = None
+    open_start = last_step = last_step_updated = step_session = None
+    step_ended = False
     for i, s in enumerate(sessions):
         if not isinstance(s, dict):
             continue
@@ -185,27 +215,35 @@ def run_info(meta: Mapping) -> list:
             open_start = start  # until the last write: added last, as the sessions come
         else:
             closed += max(0.0, float(s.get("updated") or start) - float(start))
-        if isinstance(s.get("last_step"), int):
+        if s.get("last_step").__class__ is int:
             last_step = s["last_step"]
             updated = s.get("updated")
             last_step_updated = updated if isinstance(updated, (int, float)) and not isinstance(updated, bool) else None
+            step_session = s["session"] if s.get("session").__class__ is int else None
+            step_ended = isinstance(end, (int, float))
     numbers = [s["session"] for s in sessions if isinstance(s, dict) and s.get("session").__class__ is int]
     return [meta.get("name"), meta.get("created"), meta.get("world_size"), len(sessions), _base_status(meta),
-            closed, open_start, last_step, last_step_updated, _failure(sessions), max(numbers) if numbers else None]
+            closed, open_start, last_step, last_step_updated, _failure(sessions), max(numbers) if numbers else None,
+            step_session, step_ended, _writer(sessions)]
 
 
 def _summary(run_dir: str, now: float, stale_after: float, only_runs: bool, metas: list | None = None,
-             cache: ListingCache | None = None, where: tuple[str, str] | None = None) -> dict | None:
+             cache: ListingCache | None = None, where: tuple[str, str] | None = None,
+             here: str | None = None) -> dict | None:
     """:func:`run_summary` of an absolute path; None if ``only_runs`` and it holds
     neither run.json nor an event log. One directory listing, one stat per event log
-    or media file, and run.json opened once (its stat taken from the open file).
-    ``metas``, when given, gets the ``config`` and ``summary`` entries of run.json
-    appended (``{}`` when it is unreadable). With a ``cache`` whose stamps match, the
-    listing and the read of run.json become a ``stat`` each. ``where``: ``(project, id)``,
-    the names of the folder and its parent when the caller knows them."""
+    or media file, and run.json opened once (its stat taken from the open file); the
+    end of rank 0's latest event log only where run.json may be behind it
+    (:func:`_last_step`). ``metas``, when given, gets the ``config`` and ``summary``
+    entries of run.json appended (``{}`` when it is unreadable). With a ``cache`` whose
+    stamps match, the listing and the read of run.json become a ``stat`` each.
+    ``where``: ``(project, id)``, the names of the folder and its parent when the
+    caller knows them. ``here``: this machine's name (default: looked up)."""
     ranks: set[int] = set()
     marks: list[str] = []  # failure marks (reader/_failures.py): any rank's uncaught exception
+    logs0: dict[int, tuple[str, os.stat_result]] = {}  # rank 0's event logs: session -> (name, stat)
     last_write = 0.0
+    json_mtime = 0.0
     size = 0
     has_json = False
     names = cache.names(run_dir) if cache is not None else None
@@ -248,6 +286,8 @@ def _summary(run_dir: str, now: float, stale_after: float, only_runs: bool, meta
             last_write = st.st_mtime
         if rs is not None:
             ranks.add(rs[0])
+            if rs[0] == 0:
+                logs0[rs[1]] = (name, st)
     if only_runs and not has_json and not ranks:
         return None
     info = extra = None
@@ -273,15 +313,20 @@ def _summary(run_dir: str, now: float, stale_after: float, only_runs: bool, meta
                     cache.put_info(run_dir, info, extra, json_st)
         if json_st is not None:
             size += json_st.st_size
-            if json_st.st_mtime > last_write:
-                last_write = json_st.st_mtime
+            json_mtime = json_st.st_mtime
+            if json_mtime > last_write:
+                last_write = json_mtime
     if info is None:
         info = _NO_INFO
     if metas is not None:
         metas.append(extra or {})
     name, created, world_size, n_sessions, status, duration, open_start, last_step, last_step_updated, \
-        failure, last_session = info
-    if status == "running" and last_write and now - last_write > stale_after:
+        failure, last_session, step_session, step_ended, writer = info
+    if logs0:
+        last_step, last_step_updated = _last_step(run_dir, last_step, last_step_updated, step_session, step_ended,
+                                                  json_mtime, logs0, cache)
+    if status == "running" and not writer_alive(writer[0], writer[1], writer[2], last_write, now, stale_after,
+                                                this_host() if here is None else here):
         status = "stale"
     if open_start is not None:
         duration += max(0.0, float(last_write) - float(open_start))
@@ -310,6 +355,54 @@ def _summary(run_dir: str, now: float, stale_after: float, only_runs: bool, meta
 
 
 _EVENT_NAMES: dict[str, tuple[int, int] | None] = {}
+
+
+def _last_step(run_dir: str, recorded: int | None, updated: float | None, recorded_session: int | None,
+               ended: bool, json_mtime: float, logs0: dict[int, tuple[str, os.stat_result]],
+               cache: ListingCache | None) -> tuple[int | None, float | None]:
+    """The run's last step (``nblog.reader._progress``) from run.json's figure and rank
+    0's event logs, reading a log only where run.json may be behind it, and when it was
+    written (unix seconds: run.json's ``updated``, or the log's modification time when
+    the log's figure is higher).
+
+    ``recorded`` is run.json's last step of session ``recorded_session`` (its latest
+    that recorded one; ``ended``: that session ended, so the figure is final);
+    ``logs0`` maps rank 0's session numbers to their log's name and stat. Sessions
+    newer than ``recorded_session`` (none recorded: killed before run.json's first
+    progress update, or run.json unreadable) are read from the latest down until one
+    holds a step. The log of ``recorded_session`` itself is read when that session has
+    not ended and the log was written at or after run.json (a ``kill -9`` leaves up to
+    a progress interval of steps in the log only); otherwise run.json's figure stands:
+    every write of it takes the steps the log holds. ``cache`` keeps each read by the
+    log's size and modification time, so a killed run is read once."""
+    for n in sorted(logs0, reverse=True):
+        if recorded_session is not None and n < recorded_session:
+            break
+        name, st = logs0[n]
+        if n == recorded_session:
+            if ended or st.st_mtime < json_mtime:
+                return recorded, updated
+            logged = _log_step(run_dir, name, st, cache)
+            if logged is not None and (recorded is None or logged > recorded):
+                return logged, st.st_mtime
+            return recorded, updated
+        logged = _log_step(run_dir, name, st, cache)
+        if logged is not None:
+            return logged, st.st_mtime
+    return recorded, updated
+
+
+def _log_step(run_dir: str, name: str, st: os.stat_result, cache: ListingCache | None) -> int | None:
+    """:func:`nblog.reader._progress.log_last_step` of the log ``name`` of ``run_dir``,
+    from ``cache`` when it read the log at this size and modification time."""
+    if cache is not None:
+        hit = cache.log_step(run_dir, name, st)
+        if hit is not None:
+            return hit[0]
+    step = log_last_step(os.path.join(run_dir, name))
+    if cache is not None:
+        cache.put_log_step(run_dir, name, st, step)
+    return step
 
 
 def _failed(run_dir: str, failure: dict | None, last_session: int | None, marks: list[str]) -> dict:
@@ -464,6 +557,7 @@ def _listed(root: str, projects: list[str], complete: bool, metas: list | None) 
     """:func:`_rows` of the absolute ``root``'s ``projects`` (``complete``: all of them)."""
     rows = []
     now = time.time()
+    here = this_host()
     cache = ListingCache(root, query=metas is not None)
     for p in projects:
         try:
@@ -473,7 +567,7 @@ def _listed(root: str, projects: list[str], complete: bool, metas: list | None) 
             continue
         pname = os.path.basename(os.path.normpath(os.path.join(root, p)))
         for path, name in dirs:
-            row = _summary(path, now, STALE_AFTER_S, True, metas, cache, (pname, name))
+            row = _summary(path, now, STALE_AFTER_S, True, metas, cache, (pname, name), here)
             if row is not None:
                 rows.append(row)
     cache.save(complete=complete)

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 
 from ._catalog import run_summary
 from ._logfile import read_header
+from ._progress import session_steps
 from ._rankfiles import event_files
 from ._reader import RunReader
 from ._runs_query import flat_config
@@ -271,6 +272,11 @@ def diff_runs(runs: Sequence[str], root: str | None = None) -> dict:
         environment.append({"field": key, "label": name, "values": vals, "differs": differs, "counted": count})
 
     sess = [_sessions(m) for m in metas]
+    for r, ss in zip(readers, sess, strict=True):  # each last step as every view says it (_progress)
+        steps = session_steps(r.dir, ss)
+        for i, s in enumerate(ss):
+            if s.get("session") in steps:
+                ss[i] = {**s, "last_step": steps[s["session"]]}
     counts = [len(s) for s in sess]
     counted |= not _same(counts)
     numbers = sorted({s["session"] for ss in sess for s in ss if isinstance(s.get("session"), int)})

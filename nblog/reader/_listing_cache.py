@@ -16,7 +16,9 @@ an unchanged folder holds the run.json that was read).
 
 Each run is one small JSON array (no key names repeated 20,000 times, and no session
 list: only what the row is made of), so that loading the cache of 20,000 runs is a
-fraction of the listing. ``nb resume-id --latest``
+fraction of the listing. Where listing reads the end of rank 0's event log (a session
+run.json may be behind: :func:`nblog.reader._catalog._last_step`), the step found is kept
+by the log's name, size and modification time, so a killed run's log is read once. ``nb resume-id --latest``
 (:func:`nblog.reader._catalog.latest_run`) uses the same file, stat'ing only each
 run.json.
 
@@ -37,18 +39,19 @@ import os
 import time
 from collections.abc import Mapping
 
-VERSION = 2  # 1: a dict per run with run.json's listing keys (ignored now: listed afresh once)
+VERSION = 3  # 1: a dict per run; 2: no writer, step session or log steps (ignored now: listed afresh once)
 MIN_RUNS = 500  # smaller roots list fast enough without one (and tests leave no files behind)
 SETTLE_S = 2.0
 #: What listing keeps of a run.json, in this order (one array per run): see
 #: :func:`nblog.reader._catalog.run_info`.
 INFO = ("name", "created", "world_size", "sessions", "status", "closed_s", "open_start", "last_step",
-        "last_step_updated", "failure", "last_session")
+        "last_step_updated", "failure", "last_session", "step_session", "step_ended", "writer")
 #: Also kept for a query (``nb ls --where``), in a cache file of its own.
 QUERY_KEYS = ("config", "summary")
-# an entry: [folder mtime_ns, names, run.json inode, size, mtime_ns, info, query extra, mtime (s)]
-_DIR, _NAMES, _INO, _SIZE, _MTIME, _INFO, _EXTRA, _MTIME_S = range(8)
-_LEN = 8
+# an entry: [folder mtime_ns, names, run.json inode, size, mtime_ns, info, query extra, mtime (s),
+# {event log name: [size, mtime_ns, last step]}]
+_DIR, _NAMES, _INO, _SIZE, _MTIME, _INFO, _EXTRA, _MTIME_S, _LOGS = range(9)
+_LEN = 9
 
 
 def cache_dir(env: Mapping[str, str] | None = None) -> str | None:
@@ -189,6 +192,31 @@ class ListingCache:
             self._changed = True
         else:
             e[_INO] = e[_SIZE] = e[_MTIME] = e[_INFO] = e[_EXTRA] = e[_MTIME_S] = None
+
+    def log_step(self, run_dir: str, name: str, st: os.stat_result) -> tuple[int | None] | None:
+        """``(last step,)`` of the event log ``name`` of ``run_dir`` as read when it had
+        the size and modification time of ``st`` (the step None: it held none); None
+        when it was not read at that stamp."""
+        e = self._run(run_dir)[1]
+        logs = e[_LOGS]
+        hit = logs.get(name) if isinstance(logs, dict) else None
+        if isinstance(hit, list) and len(hit) == 3 and hit[0] == st.st_size and hit[1] == st.st_mtime_ns \
+                and (hit[2] is None or hit[2].__class__ is int):
+            return (hit[2],)
+        return None
+
+    def put_log_step(self, run_dir: str, name: str, st: os.stat_result, step: int | None) -> None:
+        """Keep ``step``, the last step read from the event log ``name`` of ``run_dir``
+        whose stat is ``st`` (not for a log changed in the last :data:`SETTLE_S` seconds:
+        it is being written)."""
+        e = self._run(run_dir)[1]
+        logs = e[_LOGS] if isinstance(e[_LOGS], dict) else {}
+        if st.st_mtime < self._now - SETTLE_S:
+            logs[name] = [st.st_size, st.st_mtime_ns, step]
+            self._changed = True
+        else:
+            logs.pop(name, None)
+        e[_LOGS] = logs or None
 
     def save(self, complete: bool) -> None:
         """Write the cache when something changed and the root has at least

@@ -30,6 +30,7 @@ import numpy as np
 from ..format import _format as F
 from ..format._runfile import read_run_json
 from ._logfile import LogFile, _unwrap
+from ._progress import latest_step
 from ._rankfiles import KIND_CODES, RankFiles, active_offsets, hide_thresholds, read_on
 
 _RAW = np.dtype(F.NUMPY_POINT_DTYPE)
@@ -115,7 +116,7 @@ class _File:
         self.starts: list[int] = []  # unwrapped ms before each block (for unwrapping)
         self.prev_ms = 0
         self.texts: list[tuple[int, int, int, str]] = []
-        self.last_step: int | None = None  # of a non-system record
+        self.last_step: int | None = None  # the highest of a scalar, timer, text or media record
         self.seen: set[int] = set()  # tag ids with at least one record (a tag can be defined without)
 
     def poll(self) -> int:
@@ -152,6 +153,8 @@ class _File:
             for item in delta.texts:
                 self.seen.add(item[1])
                 self.last_step = item[0] if self.last_step is None else max(self.last_step, item[0])
+            for ref in delta.media:  # a media record's step counts as a point's (_progress)
+                self.last_step = ref[0] if self.last_step is None else max(self.last_step, ref[0])
             self.texts.extend(delta.texts)
         new = len(self.blocks) - first
         self._compact(first)
@@ -407,7 +410,8 @@ class LiveRun:
             return out
 
     def last_step(self, rank: int = 0) -> int | None:
-        """The largest step of a scalar, timer or text record of a loaded ``rank``."""
+        """The last step of a loaded ``rank`` (``nblog.reader._progress``, as every view
+        says it): the highest step of a scalar, timer, text or media record of its
+        latest session that has one (an earlier session's higher steps are hidden)."""
         with self._lock:
-            steps = [f.last_step for f in (self._files.get(rank) or {}).values() if f.last_step is not None]
-            return max(steps) if steps else None
+            return latest_step((s, f.last_step) for s, f in (self._files.get(rank) or {}).items())

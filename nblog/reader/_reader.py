@@ -220,9 +220,12 @@ class RunReader:
 
     def sessions(self, rank: int = 0) -> list[dict]:
         """One dict per session of ``rank``: session, path, size_bytes, host, pid,
-        wall_start, first_step, points, hidden_points, end (the END frame or None),
-        dropped (counters), skipped_bytes, pending_bytes, unknown_frames, restart_counts,
-        damage (each damaged range skipped, as :meth:`damage` gives them)."""
+        wall_start, duration_s, first_step, last_step (the highest step of a scalar,
+        timer, text or media record in its event log, hidden or not: not the step of
+        the last record; see ``nblog.reader._progress``), points, hidden_points, end (the
+        END frame or None), dropped (counters), skipped_bytes, pending_bytes,
+        unknown_frames, restart_counts, damage (each damaged range skipped, as
+        :meth:`damage` gives them)."""
         files = self._rank_files(rank)
         thresholds = self._thresholds(files)
         out = []
@@ -239,9 +242,14 @@ class RunReader:
                 if n:
                     steps = raw["step"][keep]
                     points += n
-                    last_step = int(steps[-1])
+                    top = int(steps.max())
+                    if last_step is None or top > last_step:
+                        last_step = top
                     if t is not None:
                         hidden += int(np.count_nonzero(steps >= t))
+            for step in [x[0] for x in lf.texts] + [x[0] for x in lf.media]:  # as the points' steps
+                if last_step is None or step > last_step:
+                    last_step = step
             if t is not None:
                 hidden += sum(1 for x in lf.texts if x[0] >= t) + sum(1 for x in lf.media if x[0] >= t)
             dropped = (lf.end or (lf.stats[-1] if lf.stats else {})).get("dropped") or {}

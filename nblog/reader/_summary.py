@@ -19,6 +19,7 @@ from ..format import _format as F
 from ._catalog import run_summary
 from ._failures import failure_line, unended_line
 from ._media_read import pack_check
+from ._progress import session_last_step, this_host, writer_alive
 from ._reader import RunReader
 from ._select import tag_matcher
 from ._stragglers import MIN_STEPS, StragglerRule, TimerFrames, straggler_frames
@@ -189,17 +190,19 @@ def overview(reader: RunReader, tags: str | Iterable[str] | None = None) -> dict
     """Everything ``nb show`` prints, as one JSON-able dict; ``tags`` (shell-style
     globs, None: all) selects the entries of ``tags``, nothing else.
 
-    Keys: run (the ``nb ls`` row of :func:`nblog.reader._catalog.run_summary`; its last_step
-    from the event logs when ``run.json`` has none, as after an early kill), meta (the other
+    Keys: run (the ``nb ls`` row of :func:`nblog.reader._catalog.run_summary`, last step and
+    status included: one definition, ``nblog.reader._progress``), meta (the other
     ``run.json`` fields: launcher, job_id, job_id_source, run_id_source, hosts,
     nblog_version, format_version), config (the first session's), sessions (from
     ``run.json``, each with hidden_points: points hidden by later sessions, all ranks;
+    last_step: the higher of run.json's and rank 0's event log's, as every view says it;
     config: the session's own config when it was started with another one, else None;
     config_unknown: True for a session rebuilt from its event log, whose config is lost;
     config_changes: :func:`config_changes` against the run's config), files (one per event
     log: rank, session, file, size_bytes, host, pid, wall_start, duration_s, first_step,
-    last_step, points, hidden_points, closed, end_status, dropped, skipped_bytes,
-    pending_bytes, unknown_frames, damage: :meth:`RunReader.damage`'s entries), media (:func:`media_pack` per rank that logged
+    last_step (the highest logged step it holds), points, hidden_points, closed, end_status,
+    dropped, skipped_bytes, pending_bytes, unknown_frames, damage: :meth:`RunReader.damage`'s
+    entries), media (:func:`media_pack` per rank that logged
     media), machines (:meth:`RunReader.machines` plus system_tags), tags
     (:func:`tag_table`), dropped (counter → points dropped, all ranks and sessions),
     problems (skipped_bytes, unknown_frames, pending_bytes, media_missing, media_not_visible:
@@ -264,7 +267,8 @@ def overview(reader: RunReader, tags: str | Iterable[str] | None = None) -> dict
                 "pid": s.get("pid"),
                 "world_size": s.get("world_size"),
                 "first_step": s.get("first_step"),
-                "last_step": _higher(s.get("last_step"), logged.get(n)),
+                "last_step": session_last_step(s.get("last_step") if s.get("last_step").__class__ is int else None,
+                                               logged.get(n)),
                 "hidden_points": hidden_by_session.get(n, 0) if n is not None else 0,
                 "restart_counts": s.get("restart_counts") or {},
                 # the run keeps its first config; a session started with another one has it here
@@ -287,12 +291,7 @@ def overview(reader: RunReader, tags: str | Iterable[str] | None = None) -> dict
         m["system_tags"] = len(reader.tags(m["rank"], "system"))
         machines.append(m)
     keys = ("launcher", "job_id", "job_id_source", "run_id_source", "hosts", "nblog_version", "format_version")
-    run = run_summary(reader.dir)
-    if run.get("last_step") is None:  # run.json has none yet (a run killed early): the event logs do
-        steps = [f["last_step"] for f in files if f["last_step"] is not None]
-        run["last_step"] = max(steps) if steps else None
-    elif sessions:  # as the Sessions table says for the last session
-        run["last_step"] = _higher(run["last_step"], sessions[-1]["last_step"])
+    run = run_summary(reader.dir)  # the nb ls row: its last step and status are every view's
     return {
         "run": run,
         "meta": {k: meta.get(k) for k in keys},
@@ -307,13 +306,6 @@ def overview(reader: RunReader, tags: str | Iterable[str] | None = None) -> dict
                                                      "media_missing", "media_not_visible")},
         **incidents(reader, files, run["status"]),
     }
-
-
-def _higher(a: object, b: object) -> object:
-    """The higher of two steps where both are ints, else whichever is one (``a`` first)."""
-    if a.__class__ is int and b.__class__ is int:
-        return a if a >= b else b
-    return a if a.__class__ is int else (b if b.__class__ is int else a)
 
 
 def media_pack(reader: RunReader, rank: int) -> dict | None:
@@ -470,8 +462,10 @@ def incidents(reader: RunReader, files: list[dict] | None = None, status: str | 
 
     A session without an END record counts as ended when the run is not running
     (finished, failed, stale), when its rank has a later session, or when another
-    rank's same session has ended, unless its process runs on this machine and is
-    alive (a rank still blocked in a collective after another one failed).
+    rank's same session has ended and its writer is not alive
+    (:func:`nblog.reader._progress.writer_alive`: on this machine its process; elsewhere,
+    a record within the last minutes), as a rank still blocked in a collective after
+    another one failed is.
     """
     if files is None:
         files = [{"rank": r, **s, "closed": s["end"] is not None} for r in reader.ranks() for s in reader.sessions(r)]
@@ -513,10 +507,11 @@ def incidents(reader: RunReader, files: list[dict] | None = None, status: str | 
 
 
 def _unended_files(files: list[dict], status: str | None) -> list[dict]:
-    """The sessions of ``files`` (dicts with rank, session, closed, host, pid) that
-    ended without an END record: not closed, and the run is not running (its status
-    is known and not "running"), or the rank has a later session, or another rank's
-    same session is closed while this one's process is not alive on this machine."""
+    """The sessions of ``files`` (dicts with rank, session, closed, host, pid, and
+    wall_start and duration_s or last_wall) that ended without an END record: not
+    closed, and the run is not running (its status is known and not "running"), or the
+    rank has a later session, or another rank's same session is closed while this
+    one's writer is not alive (:func:`~nblog.reader.writer_alive`, the one rule)."""
     latest: dict[int, int] = {}
     closed_sessions: set[int] = set()
     for f in files:
@@ -524,30 +519,19 @@ def _unended_files(files: list[dict], status: str | None) -> list[dict]:
         if f["closed"]:
             closed_sessions.add(f["session"])
     dead = status not in ("running", None)
-    here = None if dead else _this_host()
-    return [f for f in files if not f["closed"] and (
-        dead or f["session"] < latest[f["rank"]] or (f["session"] in closed_sessions and not _alive_here(f, here)))]
-
-
-def _this_host() -> str:
-    from ..write._launch import hostname
-
-    return hostname(os.environ)
-
-
-def _alive_here(f: dict, here: str | None) -> bool:
-    """Whether the process that writes the session ``f`` runs on this machine and is
-    alive (a rank blocked in a collective after another rank failed, not killed)."""
-    pid = f.get("pid")
-    if here is None or f.get("host") != here or not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # exists, owned by someone else
-        return True
-    return True
+    here = None if dead else this_host()
+    out = []
+    for f in files:
+        if f["closed"]:
+            continue
+        wall0, dur = f.get("wall_start"), f.get("duration_s")
+        last = f.get("last_wall")
+        if last is None and isinstance(wall0, (int, float)) and isinstance(dur, (int, float)):
+            last = wall0 + dur
+        if dead or f["session"] < latest[f["rank"]] or (
+                f["session"] in closed_sessions and not writer_alive(f.get("host"), f.get("pid"), wall0, last, here=here)):
+            out.append(f)
+    return out
 
 
 #: A provenance file larger than this is not read (they are tens of KiB).

@@ -24,7 +24,7 @@ failure        an uncaught exception recorded by any rank
 unended        a rank's session that ended without an END record (``kill -9``, the OOM
                killer, a lost node) while the run is over or other ranks closed theirs:
                its process is gone (checked on this machine; elsewhere: no frame for
-               :data:`~nblog.reader._catalog.STALE_AFTER_S` seconds)
+               :data:`~nblog.reader._progress.STALE_AFTER_S` seconds)
 alert          an alert the training code raised with ``run.alert``
 =============  =============================================================================
 
@@ -46,6 +46,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 
 from ..format._runfile import read_run_json
+from ._catalog import run_status
 from ._failures import unended_line
 from ._rankfiles import follow, ranks_with_logs
 from ._stragglers import STRAGGLER_FLOOR_S, STRAGGLER_SPREAD, STRAGGLER_WARMUP_STEPS, StragglerRule
@@ -376,7 +377,8 @@ class Watcher:
         run_dir = self.resolve()
         if run_dir is None:
             return []
-        self.status = (read_run_json(run_dir) or {}).get("status")
+        meta = read_run_json(run_dir) or {}
+        self.status = meta.get("status")
         running = self.status == "running"
         if self._files is None:
             from ._rankfiles import WINDOW, RankFiles
@@ -388,6 +390,7 @@ class Watcher:
                 self._followers[rank] = Follower(run_dir, rank=rank, kinds=KINDS, files=self._files)
         found: list[dict] = []
         run = self.name
+        newest: float | None = None  # unix time of the newest frame of any rank (silence: run_status)
         for rank, follower in sorted(self._followers.items()):
             events = follower.stream(last=_ALL)  # one by one: memory bounded by a read window
             host = self._host(rank, follower)
@@ -406,13 +409,18 @@ class Watcher:
             for session, log in _logs(follower):
                 start = log.header.get("wall_start")
                 if isinstance(start, (int, float)) and not isinstance(start, bool) and math.isfinite(start):
-                    prog.heard(start + log.max_ms / 1000.0)  # its last frame (heartbeats: NB_HEARTBEAT_S)
+                    last = start + log.max_ms / 1000.0  # its last frame (heartbeats: NB_HEARTBEAT_S)
+                    prog.heard(last)
+                    newest = last if newest is None or last > newest else newest
                 seen = self._events_seen.get((rank, session), 0)
                 for ev in log.events[seen:]:
                     alert = event_alert(ev, run, rank, session, host)
                     if alert:
                         found.append(alert)
                 self._events_seen[(rank, session)] = len(log.events)
+        if running:  # as nb ls says it: a run whose writer is gone is stale (nblog.reader._progress)
+            self.status = run_status(meta, newest, self.clock(), here=self._this_host())
+            running = self.status == "running"
         o = self.options
         if self._timers_new and len(self._followers) > 1 and self.clock() >= self._straggler_next:
             # timer_report reads every rank's timers: on a run so large that it takes long,
@@ -509,24 +517,21 @@ class Watcher:
 
     def _gone(self, header: dict, last: float | None) -> bool:
         """Whether the process that wrote a session (its log's ``header``; ``last``: the
-        unix time of its last frame) is gone: not alive on this machine, or, run on
-        another machine, silent for STALE_AFTER_S seconds (heartbeats come every 60 s)."""
-        from ._catalog import STALE_AFTER_S
+        unix time of its last frame) is gone: the one rule of
+        :func:`nblog.reader._progress.writer_alive` (on this machine, its process; on
+        another, silent for STALE_AFTER_S seconds: heartbeats come every 60 s)."""
+        from ._progress import writer_alive
 
+        return not writer_alive(header.get("host"), header.get("pid"), header.get("wall_start"), last,
+                                self.clock(), here=self._this_host())
+
+    def _this_host(self) -> str:
+        """This machine's name, as ranks record it (looked up once)."""
         if self._here is None:
-            from ..write._launch import hostname
+            from ._progress import this_host
 
-            self._here = hostname(os.environ)
-        pid = header.get("pid")
-        if header.get("host") == self._here and isinstance(pid, int) and not isinstance(pid, bool) and pid > 0:
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                return True
-            except OSError:  # alive, someone else's
-                return False
-            return False
-        return last is not None and self.clock() - last >= STALE_AFTER_S
+            self._here = this_host()
+        return self._here
 
     @staticmethod
     def _ended(follower: Follower) -> bool:

@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 
 from .. import _log as log
-from ..write._launch import hostname
+from ..format._host import hostname
 from ._nvml import Gpus
 
 TYPE_CHECKING = False  # typing is not imported before a sampler starts

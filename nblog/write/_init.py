@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from .. import __version__
 from .. import _log as log
 from ..format import _format as F
+from ..format._host import hostname
 from ..format._names import check_name
 from ..format._runfile import (
     RUN_JSON,
@@ -21,7 +22,7 @@ from ..format._runfile import (
     to_json_config,
 )
 from . import _lifecycle
-from ._launch import RankInfo, detect_ranks, hostname
+from ._launch import RankInfo, detect_ranks
 from ._resume_step import resume_step
 from ._run import Run
 from ._runid import derive_run_id, random_run_id, shared_job_id
@@ -249,10 +250,12 @@ def _start_provenance(run: Run, settings: Settings, ranks: RankInfo, env: Mappin
 
 
 def _inert(project: str, name: str | None, rid: str, run_dir: str | None, ranks: RankInfo, config: dict,
-           settings: Settings) -> Run:
+           settings: Settings, session: int = 0) -> Run:
+    """A Run that records nothing; ``session``: the session number it would have had
+    (a resume that could not write run.json says which session is not recorded)."""
     return Run(
         project=project, name=name, run_id=rid, run_dir=run_dir, rank=ranks.rank,
-        local_rank=ranks.local_rank, world_size=ranks.world_size, session=0, config=config,
+        local_rank=ranks.local_rank, world_size=ranks.world_size, session=session, config=config,
         is_logging=False, timing_all_ranks=settings.timing_all_ranks, strict=settings.strict,
         make_writer=None,
     )
@@ -493,7 +496,7 @@ def _open_rank0(project: str, name: str | None, rid: str, how: str, job_id: str 
                 "recorded (no event log, run.json unchanged): free space before the next restart",
                 runfile.path, err.strerror, session, rid,
             )
-            return _inert(project, name, rid, None, ranks, config, settings)
+            return _inert(project, name, rid, None, ranks, config, settings, session)
         if not exists:  # nothing recorded yet: remove what this init created
             _remove_empty(run_dir, project_dir if made_project else None)
         why = " (nothing was recorded; the run folder was removed)" if not exists else ""
@@ -529,15 +532,10 @@ def _why_unwritable(path: str) -> str:
 
 
 def _highest_step(run: Run) -> int | None:
-    """The highest step this session logged (None: none yet), for run.json's
-    ``last_step``: not the step logged last (steps 10 then 3 leave 10). Read at
-    progress updates and at the end, never per point: the logging calls already keep
-    each tag's highest step (``run._hi``)."""
-    step = run._step
-    high = max(run._hi, default=-1)
-    if step is None:
-        return high if high >= 0 else None
-    return step if step > high else high
+    """The highest step this session logged by any call (None: none yet), for run.json's
+    ``last_step`` at the end of the session: :meth:`Run._current_step` (steps 10 then 3
+    leave 10; timers, text and media count). Read at the end, never per point."""
+    return run._current_step()
 
 
 def _written_step(writer: Writer | None, step: int | None) -> int | None:

@@ -1,5 +1,5 @@
 """Launch identity: this process's rank, local rank and world size from the launcher's
-environment, and the name of its machine.
+environment (the name of its machine: ``nblog.format._host``).
 
 Order (the README, "Rank, local rank, world size"): torchrun's ``RANK`` first,
 then Open MPI's ``OMPI_COMM_WORLD_*``, then Slurm's ``SLURM_PROCID`` family, else a
@@ -10,7 +10,6 @@ single process. The innermost launcher's variables are the true ones: under
 
 from __future__ import annotations
 
-import os
 from collections import namedtuple
 from collections.abc import Mapping
 
@@ -107,15 +106,3 @@ def detect_ranks(env: Mapping[str, str]) -> RankInfo:
                 )
         return RankInfo(rank, local, size, local_size, launcher, rank_var)
     return RankInfo()
-
-
-def hostname(env: Mapping[str, str]) -> str:
-    """This machine's name; ``NB_HOSTNAME`` overrides it (for tests simulating machines)."""
-    name = env.get("NB_HOSTNAME")
-    if name:
-        return name
-    if hasattr(os, "uname"):
-        return os.uname().nodename
-    import socket
-
-    return socket.gethostname()

@@ -141,6 +141,9 @@ class Timer:
             run._points += _pack(
                 step, seconds, self._tid, (_mono_ns() - run._t0) // 1_000_000 & 0xFFFFFFFF
             )
+            hi = run._hi
+            if step > hi[self._tid]:  # the step this rank is in counts its timers (_current_step)
+                hi[self._tid] = step
         except Exception as err:  # a step out of range, never an error into training
             run._internal(err)
 
@@ -235,7 +238,9 @@ class Run(MediaMixin):
         self._tag_defs: list = []
         self._next_tid = itertools.count().__next__
         self._tids: dict[str, int] = {}
-        self._hi: list[int] = []  # per tag id: the highest step this session logged (-1: none)
+        # per tag id (scalar, timer, text, media): the highest step this session logged
+        # (-1: none); the block path of add_scalar keeps its own until _settle
+        self._hi: list[int] = []
         self._logged = False  # a point was logged in this session: device values may wait (_first_logged)
         # the highest step add_scalar was given (-1: none): at or past it, no tag steps
         # back, so the block path skips the per-tag highs (exact again after _settle)
@@ -575,7 +580,7 @@ class Run(MediaMixin):
             self._alerted[title] = [now, 0]
             text = text if text.__class__ is str else str(text)
             event = {"kind": "alert", "title": title, "text": text[:_MAX_ALERT_TEXT], "level": level,
-                     "step": self._step, "wall": time.time(),
+                     "step": self._current_step(), "wall": time.time(),
                      "ms": (_mono_ns() - self._t0) // 1_000_000, "suppressed": suppressed}
             if self._writer is None and not self._ensure_writer():
                 log.info("nblog alert (%s) on rank %d, not recorded: %s: %s", level, self.rank, title, text[:200])
@@ -586,6 +591,20 @@ class Run(MediaMixin):
             raise
         except Exception as err:
             self._internal(err)
+
+    def _current_step(self) -> int | None:
+        """The step this rank is in: the highest step it logged in this session by any
+        call (``add_scalar``, a timer, ``add_text``, a media call; a step given to
+        ``add_scalar`` on a rank that does not log scalars counts too), None before the
+        first. Failures and alerts are recorded at it, and rank 0 records it in
+        ``run.json`` at the end of the session. Not the step of the last call: steps 10
+        then 3 leave 10, and timers of step 31 after ``add_scalar`` at step 30 leave 31.
+        Costs a pass over the tags: not for the training loop."""
+        high = max(self._top, max(self._hi, default=-1))
+        step = self._step
+        if step.__class__ is int and step > high:
+            return step
+        return high if high >= 0 else None
 
     def _log_failure(self, exc_type: type[BaseException], exc: BaseException | None,
                      tb: TracebackType | None, thread: str | None = None) -> None:
@@ -618,8 +637,9 @@ class Run(MediaMixin):
                 cut = len(lines) - _MAX_TRACEBACK
                 lines = lines[:4096] + f"\n... <{cut} characters cut> ...\n" + lines[4096 + cut:]
             wall = time.time()
+            step = self._current_step()
             event = {"kind": "failure", "type": name, "module": module if module != "builtins" else None,
-                     "message": message[:_MAX_MESSAGE], "traceback": lines, "step": self._step,
+                     "message": message[:_MAX_MESSAGE], "traceback": lines, "step": step,
                      "wall": wall, "ms": (_mono_ns() - self._t0) // 1_000_000, "pid": os.getpid()}
             if thread is not None:
                 event["thread"] = thread
@@ -629,7 +649,7 @@ class Run(MediaMixin):
                 event["error_file_content"] = _read_error_file(error_file)
             first = self._failure is None
             if first:
-                self._failure = {"rank": self.rank, "type": name, "message": message[:500], "step": self._step,
+                self._failure = {"rank": self.rank, "type": name, "message": message[:500], "step": step,
                                  "wall": wall, **({"thread": thread} if thread is not None else {})}
             if self._writer is None and not self._ensure_writer():
                 return
@@ -642,8 +662,8 @@ class Run(MediaMixin):
 
     def _mark_failure(self, failure: dict) -> None:
         """Write the failure mark of this rank's session (see nblog/reader/_failures.py)."""
+        from ..format._host import hostname
         from ..format._runfile import failure_file_name, write_json_atomic
-        from ._launch import hostname
 
         mark = {**failure, "session": self.session, "host": hostname(os.environ), "pid": os.getpid()}
         run_dir = self.dir

@@ -23,7 +23,10 @@ from ..format._runfile import (
     read_run_json_retrying,
     write_json_atomic,
 )
-from ._resume_step import _HEAD, _TAIL, _frames, log_last_step
+from ..format._steps import HEAD as _HEAD
+from ..format._steps import TAIL as _TAIL
+from ..format._steps import frames as _frames
+from ..format._steps import log_last_step
 
 
 def sessions_from_logs(run_dir: str) -> list[dict]:
@@ -33,7 +36,7 @@ def sessions_from_logs(run_dir: str) -> list[dict]:
     seconds), end_reason and duration_s from the END record (None: the session never
     ended, as after a kill -9); ``"config_unknown": true`` since headers hold no config
     (the session may have been started with a changed one). Reads the log's first
-    256 KiB and last 2 MiB at most (:mod:`nblog.write._resume_step`'s scan)."""
+    256 KiB and last 2 MiB at most (:mod:`nblog.format._steps`' scan)."""
     from ..reader._logfile import read_header  # numpy: only when a run is resumed
 
     try:

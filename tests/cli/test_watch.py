@@ -37,16 +37,19 @@ def test_failed_run_names_the_exception(cli, runs):
     assert fail["type"] == "RuntimeError" and fail["rank"] == 0 and "training diverged" in fail["message"]
 
 
-def test_killed_run_is_a_stall(runs):
-    """kill -9 left the run 'running', its session open: an hour later (the injected
-    clock) its rank has stalled; reported once however often it is polled."""
+def test_killed_run_is_unended_not_a_stall(runs):
+    """kill -9 left the run 'running', its session open; its process (on this machine)
+    is gone, so the run is stale as nb ls says, and its session ended without an END
+    record: unended, not a stall; reported once however often it is polled, and the
+    watch is done (it waited for nothing)."""
     import time
 
     watcher = Watcher("stale-00000003", runs, clock=lambda: time.time() + 3600)
-    (stall,) = watcher.poll()
-    assert stall["rule"] == "stall" and stall["rank"] == 0 and stall["idle_s"] > 3600
-    assert "no new step after step" in stall["message"]
-    assert watcher.poll() == [] and not watcher.done()
+    (gone,) = watcher.poll()
+    assert gone["rule"] == "unended" and gone["rank"] == 0 and gone["session"] == 0
+    assert "ended without an END record (killed? last step" in gone["message"]
+    assert watcher.status == "stale"
+    assert watcher.poll() == [] and watcher.done()
 
 
 def test_resumed_session_restarting_lower_is_progress():

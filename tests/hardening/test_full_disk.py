@@ -171,7 +171,8 @@ print("TRAINED", run.session, flush=True)
 def test_a_requeue_onto_a_full_disk_keeps_training(disk):
     """A resume (Slurm requeue) onto a full disk: the job was running before, so
     training goes on (exit 0) with one warning that names run.json and says the
-    session is not recorded; the run keeps its history and gets no phantom session."""
+    session is not recorded; the run keeps its history and gets no phantom session.
+    ``run.session`` is that session's number, as the warning says."""
     import subprocess
     import sys
 
@@ -190,7 +191,9 @@ def test_a_requeue_onto_a_full_disk_keeps_training(disk):
     assert second.returncode == 0 and "TRAINED" in second.stdout, second.stderr
     lines = [ln for ln in second.stderr.splitlines() if ln.startswith("nblog")]
     assert len(lines) == 1 and "cannot write" in lines[0] and "No space left" in lines[0], second.stderr
-    assert "training goes on" in lines[0] and "not recorded" in lines[0]
+    assert "training goes on" in lines[0] and "session 1 of run 'full2' is not recorded" in lines[0]
+    # run.session is the session the warning names, not 0 (the session that is recorded)
+    assert "TRAINED 1" in second.stdout, second.stdout
     run_dir = root / "full" / "full2"
     assert (run_dir / "run.json").read_bytes() == before
     assert not (run_dir / "events.r0.s1.log").exists()

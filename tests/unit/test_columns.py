@@ -14,8 +14,9 @@ import pytest
 
 import nblog as nb
 from nblog.format import _format as F
+from nblog.format._steps import frames as _frames
+from nblog.format._steps import log_last_step
 from nblog.reader._logfile import LogFile
-from nblog.write._resume_step import _frames, log_last_step
 from nblog.write._session import _log_record_summary
 
 

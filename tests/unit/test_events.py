@@ -160,8 +160,8 @@ def test_an_open_session_of_a_live_process_here_is_not_called_ended(tmp_path, al
     import subprocess
     import sys
 
+    from nblog.format._host import hostname
     from nblog.reader._summary import incidents
-    from nblog.write._launch import hostname
 
     run_dir = tmp_path / "p" / "r-1"
     run_dir.mkdir(parents=True)

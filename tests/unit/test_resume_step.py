@@ -1,6 +1,6 @@
-"""nblog.write._resume_step: the last step of an event log, read from its ends with the stdlib.
+"""The last step of an event log (nblog.format._steps), read from its ends with the stdlib.
 
-init reads it on a resume to continue the step counter; it must find the highest
+init and every listing read it (a resume continues the step counter after it); it must find the highest
 non-system step near the end however long the log is, and never fail on a torn or
 damaged log.
 """
@@ -10,7 +10,10 @@ from __future__ import annotations
 import os
 
 from nblog.format import _format as F
-from nblog.write._resume_step import _HEAD, _TAIL, log_last_step, resume_step
+from nblog.format._steps import HEAD as _HEAD
+from nblog.format._steps import TAIL as _TAIL
+from nblog.format._steps import log_last_step
+from nblog.write._resume_step import resume_step
 from nblog.write._writer import Writer
 
 
@@ -77,3 +80,35 @@ def test_resume_step_uses_the_latest_session_with_steps_and_run_json_as_a_floor(
     assert resume_step(str(tmp_path), [{"session": 1, "last_step": 90}]) == 91
     assert resume_step(str(tmp_path), [], before=1) == 100
     assert resume_step(str(tmp_path / "nothing"), []) == 0
+
+
+def test_system_points_mixed_into_a_frame_do_not_count_whatever_the_column_widths(tmp_path):
+    """One COLUMNS frame holding scalar and system records (the sampler logs into the same
+    buffer): the step column alone would say the system records' step; each layout of the
+    tag column (a repeated pattern, 2-byte and 4-byte ids) and of the step column."""
+    for k, (steps, sys_step, tids) in enumerate([
+        (range(10), 10**6, None),  # pattern of ids
+        (range(70_000, 70_010), 10**9, None),  # 4-byte steps
+        (range(10), 10**12, [0, 0, 0, 2] + [0] * 7),  # no pattern: 2-byte ids
+        (range(10), 5, [0] * 10 + [2]),  # the system point is below: the scalars' highest
+    ]):
+        path = tmp_path / f"events.r0.s{k}.log"
+        w = Writer(str(path), {"rank": 0}, flush_interval=60)
+        w.tag_defs.extend([(0, F.KIND_SCALAR, "loss"), (2, F.KIND_SYSTEM, "system/cpu_percent")])
+        ids = tids or [0, 2] * len(steps)
+        recs = []
+        it = iter(steps)
+        for tid in ids:
+            recs.append(F.POINT.pack(sys_step if tid == 2 else next(it, max(steps)), 0.5, tid, 0))
+        w.points += b"".join(recs)
+        w.flush()
+        w.close({})
+        assert F.FRAME_COLUMNS in {kind for kind, _ in _frames_of(path)}
+        assert log_last_step(str(path)) == max(steps), k
+
+
+def _frames_of(path):
+    from nblog.format._steps import frames
+
+    data = path.read_bytes()
+    return list(frames(data, F.FILE_HEADER.size))

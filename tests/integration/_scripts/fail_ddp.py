@@ -4,9 +4,13 @@ Every rank logs through nblog (timers on every rank) and all-reduces a tensor ea
 step, so when one rank stops the others block until torchrun stops them (SIGTERM), as
 in a real DDP job.
 
-    --raise-rank R --at S    rank R raises RuntimeError at step S (under torch's @record)
+    --raise-rank R --at S    rank R raises RuntimeError at step S (under torch's @record),
+                             after its add_scalar of step S; with --raise-before-scalar
+                             after its timer of step S and before that add_scalar
     --kill-rank R --at S     rank R flushes, then kills itself with SIGKILL at step S
     --alert-rank R           rank R raises run.alert("slow data", ...) at step 10
+    --flush-first            every rank flushes after step 1 (rank 0's run.json records
+                             the first step then; later progress every NB_PROGRESS_S)
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ def main() -> None:
     ap.add_argument("--raise-rank", type=int, default=-1)
     ap.add_argument("--kill-rank", type=int, default=-1)
     ap.add_argument("--alert-rank", type=int, default=-1)
+    ap.add_argument("--raise-before-scalar", action="store_true")
+    ap.add_argument("--flush-first", action="store_true")
     args = ap.parse_args()
     dist.init_process_group("gloo")
     rank = dist.get_rank()
@@ -43,7 +49,11 @@ def main() -> None:
         with run.timer("time/step", step=step):
             dist.all_reduce(x)
             x /= dist.get_world_size()
+        if step == args.at and rank == args.raise_rank and args.raise_before_scalar:
+            raise RuntimeError(f"CUDA out of memory (injected at step {step}, before its scalar)")
         run.add_scalar("train/loss", 1.0 / step, step=step)
+        if step == 1 and args.flush_first:
+            run.flush()
         if rank == args.alert_rank and step == 10:
             run.alert("slow data", f"rank {rank} waited 3 s for a batch", level="warn")
         if step == args.at and rank == args.raise_rank:
