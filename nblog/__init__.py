@@ -37,14 +37,13 @@ Where a scalar goes, wing by wing:
 - ``nbcli`` (a separate package) **draws**: ``nb`` commands, the TUI (``nbcli/tui``,
   its display maths in ``nbcli/tui/series.py``) and ``nb report``.
 - Here at the top: the public names, the errors (``_errors``), the one logger (``_log``),
+  the version (``_version``; these three are leaves that import nothing of nblog),
   ``tensorboard`` (a ``SummaryWriter`` look-alike) and ``integrations/`` (frameworks).
 """
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
-from ._errors import (  # noqa: E402
+from ._errors import (
     AmbiguousRunError,
     BlobError,
     DamagedLogWarning,
@@ -53,8 +52,9 @@ from ._errors import (  # noqa: E402
     RunNotFoundError,
     StrictModeError,
 )
-from .write._init import init  # noqa: E402
-from .write._run import Run, Timer  # noqa: E402
+from ._version import __version__
+from .write._init import init
+from .write._run import Run, Timer
 
 __all__ = [
     "AmbiguousRunError",

@@ -66,7 +66,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .. import __version__
+from .._version import __version__
 from .. import _log as log
 from ..format import _format as F
 from ..format._names import check_name

@@ -8,7 +8,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 
-from .. import __version__
+from .._version import __version__
 from .. import _log as log
 from ..format import _format as F
 from ..format._host import hostname

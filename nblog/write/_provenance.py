@@ -129,7 +129,7 @@ def safe_argv(argv: list[str]) -> list[str]:
 
 def _libraries() -> dict:
     """Versions of key libraries, only as they are already imported (nothing imported here)."""
-    from .. import __version__
+    from .._version import __version__
 
     out: dict = {"nblog": __version__}
     mods = sys.modules
