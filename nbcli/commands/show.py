@@ -54,12 +54,13 @@ def show(run: RunArg, tags: Tags = None, root: Root = None, as_json: Json = Fals
     sessions (with hidden points), the event log of each writing rank, machines, tags
     with their last value and first non-finite value, and dropped-point counters.
     --tag selects the tags listed (the other sections stay whole)."""
+    from nblog.format import RUN_JSON
     from nblog.reader import RunReader, overview
 
     reader = RunReader(run, root)
     info = overview(reader, tags or None)
     if not reader.meta:
-        warn(f"{os.path.join(reader.dir, 'run.json')} is missing or not a JSON object: the status is unknown")
+        warn(f"{os.path.join(reader.dir, RUN_JSON)} is missing or not a JSON object: the status is unknown")
     if as_json:
         emit_json(info)
         return

@@ -124,10 +124,12 @@ def _reporting(base: type) -> type:
 
 def _is_project(root: str, name: str) -> bool:
     """A project: a folder directly under the root that is not itself a run."""
-    if not name or "/" in name or name in (".", "..") or os.path.isdir(name) and os.path.exists(os.path.join(name, "run.json")):
+    from nblog.format import RUN_JSON
+
+    if not name or "/" in name or name in (".", "..") or os.path.isdir(name) and os.path.exists(os.path.join(name, RUN_JSON)):
         return False
     path = os.path.join(root, name)
-    return os.path.isdir(path) and not os.path.exists(os.path.join(path, "run.json"))
+    return os.path.isdir(path) and not os.path.exists(os.path.join(path, RUN_JSON))
 
 
 def register(app: typer.Typer) -> None:

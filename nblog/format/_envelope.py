@@ -38,6 +38,8 @@ import os
 import struct
 import zlib
 
+from ._filenames import temp_file_name
+
 TYPE_CHECKING = False  # typing is not imported: `import nblog` stays light
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -52,23 +54,6 @@ MIN_LOG_BYTES = 4 << 20  # no sidecar for a smaller event log (read whole in ~30
 WRITE_INTERVAL_S = 30.0  # between two writes of a growing log's sidecar, at least
 MAX_HEADER = 64 << 20  # a header declaring more is corrupt, never allocated
 _NAN = float("nan")
-
-
-def envelope_file_name(rank: int, session: int) -> str:
-    """``envelope.r<rank>.s<session>.bin``: the sidecar of ``events.r<rank>.s<session>.log``."""
-    return f"envelope.r{int(rank)}.s{int(session)}.bin"
-
-
-def envelope_path_for(log_path: str) -> str | None:
-    """The sidecar path of an event log path, or None when the name is not an event log's."""
-    folder, name = os.path.split(log_path)
-    parts = name.split(".")
-    if len(parts) != 4 or parts[0] != "events" or parts[3] != "log":
-        return None
-    r, s = parts[1][1:], parts[2][1:]
-    if not (parts[1][:1] == "r" and parts[2][:1] == "s" and r.isdigit() and s.isdigit()):
-        return None
-    return os.path.join(folder, envelope_file_name(int(r), int(s)))
 
 
 class Builder:
@@ -150,7 +135,7 @@ def write_sidecar(path: str, data: bytes) -> None:
         OSError: the temp file cannot be created or written, or the rename failed.
     """
     folder = os.path.dirname(path) or "."
-    tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    tmp = os.path.join(folder, temp_file_name(os.path.basename(path)))
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     fd = os.open(tmp, flags, 0o666)
     try:

@@ -64,17 +64,6 @@ BLOB_HISTOGRAM = 4  # bins+1 edges as <f8, then bins counts as <i8 (length = 16*
 BLOB_NAMES = {BLOB_PNG: "png", BLOB_JPEG: "jpeg", BLOB_WAV: "wav", BLOB_HISTOGRAM: "histogram"}
 
 
-def pack_file_name(rank: int) -> str:
-    """``media.r<rank>.pack``."""
-    return f"media.r{rank}.pack"
-
-
-def session_pack_file_name(rank: int, session: int) -> str:
-    """``media.r<rank>.s<session>.pack``: the pack of a session that found
-    ``media.r<rank>.pack`` made by another session."""
-    return f"media.r{rank}.s{session}.pack"
-
-
 def pack_header() -> bytes:
     """The 8 bytes that open every media pack."""
     return PACK_HEADER.pack(PACK_MAGIC, PACK_VERSION, 0)

@@ -1,7 +1,7 @@
 """``run.json``: written only by rank 0, always atomically (temp file + rename).
 
 Also the config normaliser (anything a user passes as ``config=`` becomes JSON) and
-the session numbering of event logs.
+the session numbering of event logs. The names of a run folder's files: ``_filenames``.
 """
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import re
 import sys
 import threading
 import time
@@ -17,7 +16,13 @@ from collections.abc import Mapping
 from stat import S_ISREG
 
 from ..write._writer import create_exclusive
-from . import _envelope
+from ._filenames import (
+    RUN_JSON,
+    aside_file_name,
+    event_file_name,
+    parse_event_file_name,
+    temp_file_name,
+)
 
 TYPE_CHECKING = False  # typing is not imported: `import nblog` stays light
 if TYPE_CHECKING:
@@ -25,48 +30,10 @@ if TYPE_CHECKING:
 
 _O_READ = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
 
-RUN_JSON = "run.json"
-RUN_JSON_BACKUP = "run.json.bak"  # the last run.json read whole, written by each resume
 # Sleeps between re-reads of a run.json that exists but does not parse: a network
 # file system's cached size of a replaced file can cut a read short, and a re-open
 # reads it whole (about 0.4 s in all before giving up).
 RETRY_DELAYS = (0.02, 0.05, 0.1, 0.2)
-_EVENT_FILE = re.compile(r"^events\.r(\d+)\.s(\d+)\.log$")
-
-
-def event_file_name(rank: int, session: int) -> str:
-    """``events.r<rank>.s<session>.log``."""
-    return f"events.r{rank}.s{session}.log"
-
-
-def parse_event_file_name(name: str) -> tuple[int, int] | None:
-    """``(rank, session)`` of an event log name, or None for any other file."""
-    m = _EVENT_FILE.match(name)
-    return (int(m.group(1)), int(m.group(2))) if m else None
-
-
-def envelope_file_name(rank: int, session: int) -> str:
-    """``envelope.r<rank>.s<session>.bin``: the envelope sidecar of that event log, a
-    per-tag min/max summary the writer keeps (``_envelope``; ``man nb-format``, ENVELOPE
-    FILES). A cache: readers fall back to the event log."""
-    return _envelope.envelope_file_name(rank, session)
-
-
-_FAILURE_FILE = re.compile(r"^failure\.r(\d{1,9})\.s(\d{1,9})\.json$")
-
-
-def failure_file_name(rank: int, session: int) -> str:
-    """``failure.r<rank>.s<session>.json``: the failure mark of a rank's session (a
-    JSON object: rank, session, host, pid, type, message, step, wall, thread), written
-    with its first uncaught exception so that listings find every rank's failures
-    without reading event logs (see nblog/reader/_failures.py, man nb-format)."""
-    return f"failure.r{int(rank)}.s{int(session)}.json"
-
-
-def parse_failure_file_name(name: str) -> tuple[int, int] | None:
-    """``(rank, session)`` of a failure mark's name, or None for any other file."""
-    m = _FAILURE_FILE.match(name)
-    return (int(m.group(1)), int(m.group(2))) if m else None
 
 
 def next_session(run_dir: str, rank: int, at_least: int = 0) -> int:
@@ -187,7 +154,7 @@ def write_bytes_atomic(path: str, data: bytes) -> None:
     aside first (:func:`_replace_aside`).
     """
     folder = os.path.dirname(path) or "."
-    tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    tmp = os.path.join(folder, temp_file_name(os.path.basename(path)))
     fd = create_exclusive(tmp, 0o666)
     try:
         with os.fdopen(fd, "wb") as f:
@@ -223,7 +190,7 @@ def _replace_aside(tmp: str, path: str, err: OSError) -> None:
     """
     global _warned_rename
     folder, base = os.path.split(path)
-    aside_path = os.path.join(folder or ".", f".{base}.{os.getpid()}.{os.urandom(4).hex()}.old")
+    aside_path = os.path.join(folder or ".", aside_file_name(base))
     aside: str | None = aside_path
     try:
         os.rename(path, aside_path)

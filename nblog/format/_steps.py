@@ -32,7 +32,8 @@ import sys
 import zlib
 
 from . import _format as F
-from ._runfile import open_regular, parse_event_file_name
+from ._filenames import parse_event_file_name
+from ._runfile import open_regular
 
 TYPE_CHECKING = False  # typing is not imported: `import nblog` stays light
 if TYPE_CHECKING:

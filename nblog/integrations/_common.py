@@ -7,6 +7,7 @@ import socket
 from collections.abc import Mapping
 
 from .. import _log as log
+from ..format._filenames import temp_file_name
 from ..format._names import check_name
 from ..format._runfile import to_json_config
 from ..write._run import Run
@@ -115,7 +116,7 @@ def write_run_id(folder: str, run: Run | None) -> None:
     try:
         os.makedirs(folder, exist_ok=True)
         path = os.path.join(folder, RUN_ID_FILE)
-        tmp = f"{path}.tmp{os.getpid()}"
+        tmp = os.path.join(folder, temp_file_name(RUN_ID_FILE))
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(run.id + "\n")
         os.replace(tmp, path)

@@ -308,12 +308,13 @@ class MediaSink:
 
     def __init__(self, run: Run) -> None:
         from ..format import _pack
+        from ..format._filenames import pack_file_name, session_pack_file_name
 
         self._run = run
         run_dir = run.dir
         assert run_dir is not None  # made only for a run that writes (Run.__init__)
-        self._pack = _pack.PackWriter(os.path.join(run_dir, _pack.pack_file_name(run.rank)),
-                                  os.path.join(run_dir, _pack.session_pack_file_name(run.rank, run.session)))
+        self._pack = _pack.PackWriter(os.path.join(run_dir, pack_file_name(run.rank)),
+                                  os.path.join(run_dir, session_pack_file_name(run.rank, run.session)))
 
     @property
     def path(self) -> str:

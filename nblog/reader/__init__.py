@@ -69,7 +69,7 @@ _NAMES: dict[str, tuple[str, str]] = {
     "LiveRun": ("._live", "LiveRun"),
     "Envelope": ("._envelope_read", "Envelope"),
     "read_envelopes": ("._envelope_read", "read_envelopes"),
-    "envelope_file_name": ("nblog.format._runfile", "envelope_file_name"),
+    "envelope_file_name": ("nblog.format._filenames", "envelope_file_name"),
     "Series": ("._live", "Series"),
     "Follower": ("._tail", "Follower"),
     "Event": ("._tail", "Event"),
@@ -137,7 +137,7 @@ __all__ = sorted(_NAMES)
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the names for the type checker; at run time __getattr__ imports each on first
     # use (F401 is off for this file in pyproject.toml: these are re-exports)
-    from nblog.format._runfile import envelope_file_name
+    from nblog.format._filenames import envelope_file_name
     from nblog.media._media_encode import decode_histogram
 
     from ._catalog import (

@@ -17,7 +17,14 @@ import time
 from collections.abc import Iterator, Mapping
 
 from .._errors import AmbiguousRunError, RunNotFoundError
-from ..format._runfile import RUN_JSON, parse_event_file_name, read_json_file
+from ..format._filenames import (
+    EVENTS_PREFIX,
+    FAILURE_PREFIX,
+    MEDIA_PREFIX,
+    RUN_JSON,
+    parse_event_file_name,
+)
+from ..format._runfile import read_json_file
 from ._listing_cache import ListingCache
 from ._progress import STALE_AFTER_S, log_last_step, this_host, writer_alive
 
@@ -255,10 +262,10 @@ def _summary(run_dir: str, now: float, stale_after: float, only_runs: bool, meta
             names = []
         if cache is not None:
             cache.put_names(run_dir, [n for n in names
-                                      if n == RUN_JSON or n.startswith(("events.", "media.", "failure."))])
+                                      if n == RUN_JSON or n.startswith((EVENTS_PREFIX, MEDIA_PREFIX, FAILURE_PREFIX))])
     prefix = run_dir + os.sep
     for name in names:
-        if name.startswith("events."):
+        if name.startswith(EVENTS_PREFIX):
             try:
                 rs = _EVENT_NAMES[name]
             except KeyError:
@@ -270,9 +277,9 @@ def _summary(run_dir: str, now: float, stale_after: float, only_runs: bool, meta
         elif name == RUN_JSON:
             has_json = True
             continue
-        elif name.startswith("media."):
+        elif name.startswith(MEDIA_PREFIX):
             rs = None
-        elif name.startswith("failure."):
+        elif name.startswith(FAILURE_PREFIX):
             marks.append(name)
             continue
         else:
@@ -414,7 +421,7 @@ def _failed(run_dir: str, failure: dict | None, last_session: int | None, marks:
         return _NO_FAILURE
     marked, after = None, 0
     if marks:  # only runs with a mark pay for reading it
-        from ..format._runfile import parse_failure_file_name
+        from ..format._filenames import parse_failure_file_name
         from ._failures import first_failure, read_marks
 
         if last_session is None:  # no run.json: the marks' latest session
@@ -485,7 +492,7 @@ def _latest(root: str, dirs: list[tuple[str, str]], name: str | None) -> str | N
             except OSError:
                 names = []
             cache.put_names(path, [n for n in names
-                                   if n == RUN_JSON or n.startswith(("events.", "media.", "failure."))])
+                                   if n == RUN_JSON or n.startswith((EVENTS_PREFIX, MEDIA_PREFIX, FAILURE_PREFIX))])
         if RUN_JSON in names:
             known = cache.unchanged_info(path) if unchanged else None
             info = known[0] if known is not None else None
@@ -500,7 +507,7 @@ def _latest(root: str, dirs: list[tuple[str, str]], name: str | None) -> str | N
                         cache.put_info(path, info, None, st)
             if info is None:
                 info = _NO_INFO
-        elif any(n.startswith("events.") and parse_event_file_name(n) for n in names):
+        elif any(n.startswith(EVENTS_PREFIX) and parse_event_file_name(n) for n in names):
             info = _NO_INFO  # a run whose rank 0 has not written run.json yet
         else:
             continue

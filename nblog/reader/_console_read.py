@@ -28,20 +28,14 @@ from typing import BinaryIO
 
 from .. import _log as log
 from .._errors import RunNotFoundError
+from ..format._filenames import parse_console_file_name
 from ..format._runfile import open_regular
 from ._catalog import resolve_run
 from ._rankfiles import follow
 
-_NAME = re.compile(r"^console\.r(\d+)\.s(\d+)\.log$")
 _BLOCK = 1 << 16  # bytes read at a time
 _LONGEST = 1 << 20  # a longer line (nb writes at most 64 KiB and a stamp) is skipped, counted
 _STREAMS = {b"o": "stdout", b"e": "stderr", b"!": "nb"}
-
-
-def parse_console_file_name(name: str) -> tuple[int, int] | None:
-    """``(rank, session)`` of a console file name, or None for any other file."""
-    m = _NAME.match(name)
-    return (int(m.group(1)), int(m.group(2))) if m else None
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ import numpy as np
 
 from ..format import _envelope as E
 from ..format import _format as F
+from ..format._filenames import envelope_file_name
 from ..format._runfile import open_regular
 from ._logfile import LogFile, read_header
 from ._rankfiles import event_files, read_on
@@ -143,7 +144,7 @@ def _session(run_dir: str, rank: int, session: int, path: str, wanted: set[str] 
         size = os.stat(path).st_size
     except OSError:
         return _Session({}, None, 0)
-    side = _sidecar(os.path.join(run_dir, E.envelope_file_name(rank, session)), path, size, wanted)
+    side = _sidecar(os.path.join(run_dir, envelope_file_name(rank, session)), path, size, wanted)
     offset = side[2] if side is not None else 0
     if budget is not None and size - offset > budget:
         return None

@@ -15,7 +15,6 @@ import json
 import math
 import os
 import re
-import secrets
 import stat
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO
@@ -24,6 +23,7 @@ from urllib.parse import quote
 import polars as pl
 
 from ..format import _format as F
+from ..format._filenames import temp_file_name
 from ..format._format import json_number
 from ._catalog import list_runs
 from ._reader import RunReader
@@ -260,7 +260,7 @@ def write_output(path: str | os.PathLike, write: Callable[[IO[bytes]], None], *,
     if not os.path.isdir(folder):  # name the user's path, not our temp file
         raise FileNotFoundError(f"the folder {folder} does not exist")
     keep = st if st is not None and stat.S_ISREG(st.st_mode) else None
-    tmp = os.path.join(folder, f".{os.path.basename(target)}.{secrets.token_hex(4)}.tmp")
+    tmp = os.path.join(folder, temp_file_name(os.path.basename(target)))
     try:
         # O_EXCL never follows a link; an existing file's copy starts private (0600).
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0),

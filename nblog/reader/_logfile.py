@@ -38,7 +38,8 @@ from dataclasses import dataclass, field
 from .. import _log as log
 from .._errors import DamagedLogWarning, FormatVersionError
 from ..format import _format as F
-from ..format._runfile import open_regular, parse_event_file_name
+from ..format._filenames import parse_event_file_name
+from ..format._runfile import open_regular
 from ._words import plural
 from ._wrap import unwrap_ms, unwrap_ms_array
 

@@ -21,6 +21,7 @@ import polars as pl
 from .. import _log as log
 from ..format import _format as F
 from ..format import _pack as P
+from ..format._filenames import pack_file_name, parse_pack_file_name, session_pack_file_name
 from ..format._runfile import open_regular
 from ..media._media_encode import decode_histogram
 from ._select import tag_set as _as_tags
@@ -146,26 +147,25 @@ def pack_path(reader: RunReader, rank: int, session: int | None = None) -> str:
     ``media.r<rank>.s<session>.pack`` when that file exists, else ``media.r<rank>.pack``
     (also for ``session`` None)."""
     if session is not None:
-        path = os.path.join(reader.dir, P.session_pack_file_name(rank, session))
+        path = os.path.join(reader.dir, session_pack_file_name(rank, session))
         if os.path.lexists(path):
             return path
-    return os.path.join(reader.dir, P.pack_file_name(rank))
+    return os.path.join(reader.dir, pack_file_name(rank))
 
 
 def pack_paths(reader: RunReader, rank: int) -> list[str]:
     """Every pack of ``rank`` there is: ``media.r<rank>.pack`` first, then the
     sessions' own packs in session order."""
-    prefix = f"media.r{rank}.s"
     try:
         names = os.listdir(reader.dir)
     except OSError:
         names = []
     own = []
     for name in names:
-        middle = name[len(prefix):-len(".pack")] if name.startswith(prefix) and name.endswith(".pack") else ""
-        if middle.isdigit() and middle.isascii():
-            own.append((int(middle), name))
-    legacy = os.path.join(reader.dir, P.pack_file_name(rank))
+        rs = parse_pack_file_name(name)
+        if rs is not None and rs[0] == rank and rs[1] is not None:
+            own.append((rs[1], name))
+    legacy = os.path.join(reader.dir, pack_file_name(rank))
     return [legacy] + [os.path.join(reader.dir, n) for _s, n in sorted(own)]
 
 
@@ -221,7 +221,7 @@ def pack_check(reader: RunReader, rank: int) -> dict | None:
     known = [v for v in sizes.values() if v is not None]
     return {
         "rank": rank,
-        "file": P.pack_file_name(rank),
+        "file": pack_file_name(rank),
         "files": [{"file": os.path.basename(p), "size_bytes": v} for p, v in sizes.items()],
         "size_bytes": sum(known) if known else None,
         "records": len(recs),

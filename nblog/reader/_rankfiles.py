@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Iterator
 
 from ..format import _format as F
-from ..format._runfile import parse_event_file_name
+from ..format._filenames import parse_event_file_name
 from ._logfile import Delta, LogFile, read_header
 
 #: Bytes of a file read (and held) per poll by windowed readers (``nb tail``, the TUI's

@@ -541,8 +541,8 @@ MAX_PROVENANCE_BYTES = 16 << 20
 def provenance(run_dir: str) -> list[dict]:
     """The provenance records of a run (``provenance.r<rank>.s<session>.json``), by rank
     then session, each with ``file`` added; a file that is not a JSON object is skipped."""
+    from ..format._filenames import parse_provenance_file_name
     from ..format._runfile import read_json_file
-    from ..write._provenance import parse_file_name
 
     try:
         names = os.listdir(run_dir)
@@ -550,7 +550,7 @@ def provenance(run_dir: str) -> list[dict]:
         return []
     out = []
     for name in names:
-        rs = parse_file_name(name)
+        rs = parse_provenance_file_name(name)
         if rs is None:
             continue
         path = os.path.join(run_dir, name)

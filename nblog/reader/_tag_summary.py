@@ -13,7 +13,8 @@ from collections.abc import Mapping
 
 from .._errors import NbError
 from ..format import _format as F
-from ..format._runfile import RUN_JSON, read_json_file
+from ..format._filenames import RUN_JSON
+from ..format._runfile import read_json_file
 
 #: The statistics of a tag summary (run.json ``summary``, see nb-format(5)).
 SUMMARY_STATS = ("last", "step", "min", "max")

@@ -66,11 +66,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .._version import __version__
 from .. import _log as log
+from .._version import __version__
 from ..format import _format as F
+from ..format._filenames import event_file_name, pack_file_name, session_pack_file_name
 from ..format._names import check_name
-from ..format._runfile import RunFile, event_file_name, next_session, read_run_json
+from ..format._runfile import RunFile, next_session, read_run_json
 from ..write._runid import derive_run_id
 
 if TYPE_CHECKING:
@@ -619,7 +620,7 @@ def _write_session(run_dir: str, project: str, rid: str, rank: int, world: int, 
     """Write one session's event log of ``rank`` (and media pack); return its run.json
     entry. The session's first record goes to the file first, so that the first step
     readers find (the first record of the log) is the one read first."""
-    from ..format._pack import PackWriter, pack_file_name, session_pack_file_name
+    from ..format._pack import PackWriter
     from ..write._writer import Writer
 
     info = sess.info or {}

@@ -43,6 +43,7 @@ import sys
 import threading
 
 from .. import _log as log
+from ..format._filenames import console_file_name
 
 TYPE_CHECKING = False  # typing is not imported: `import nblog` stays light
 if TYPE_CHECKING:
@@ -60,11 +61,6 @@ _STEP_MAX = (1 << 63) - 1
 _lock = threading.Lock()
 _active: Capture | None = None
 _hooked = False
-
-
-def console_file_name(rank: int, session: int) -> str:
-    """``console.r<rank>.s<session>.log``."""
-    return f"console.r{rank}.s{session}.log"
 
 
 def capture(run: Run | None, interval: float) -> Capture | None:

@@ -8,15 +8,14 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 
-from .._version import __version__
 from .. import _log as log
+from .._version import __version__
 from ..format import _format as F
+from ..format._filenames import RUN_JSON, event_file_name
 from ..format._host import hostname
 from ..format._names import check_name
 from ..format._runfile import (
-    RUN_JSON,
     RunFile,
-    event_file_name,
     next_session,
     read_run_json,
     to_json_config,

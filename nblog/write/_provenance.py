@@ -60,20 +60,6 @@ SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "A
 _URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/@\s?#]*@")
 
 
-def file_name(rank: int, session: int, ext: str = "json") -> str:
-    """``provenance.r<rank>.s<session>.<ext>`` (``json`` or ``diff``)."""
-    return f"provenance.r{int(rank)}.s{int(session)}.{ext}"
-
-
-_NAME = re.compile(r"^provenance\.r(\d{1,9})\.s(\d{1,9})\.json$")
-
-
-def parse_file_name(name: str) -> tuple[int, int] | None:
-    """``(rank, session)`` of a provenance file name, else None."""
-    m = _NAME.match(name)
-    return (int(m.group(1)), int(m.group(2))) if m else None
-
-
 def is_secret_name(name: str) -> bool:
     """Whether an environment variable or option called ``name`` may hold a secret."""
     up = name.upper().replace("-", "_")
@@ -318,6 +304,7 @@ def _write_bytes_atomic(path: str, data: bytes) -> None:
 def _record(run_dir: str, env: Mapping[str, str], argv: list[str], cwd: str, rank: int, session: int,
             launcher: dict, with_diff: bool) -> None:
     from .. import _log as log
+    from ..format._filenames import provenance_file_name
     from ..format._runfile import write_json_atomic
 
     time.sleep(START_DELAY_S)  # let init return first: this thread would hold the GIL
@@ -325,10 +312,10 @@ def _record(run_dir: str, env: Mapping[str, str], argv: list[str], cwd: str, ran
         record, diff = collect(env, argv, cwd, rank=rank, session=session, launcher=launcher,
                                with_diff=with_diff, deadline=time.monotonic() + DEADLINE_S)
         if diff:
-            name = file_name(rank, session, "diff")
+            name = provenance_file_name(rank, session, "diff")
             _write_bytes_atomic(os.path.join(run_dir, name), diff)
             record["git"]["diff_file"] = name
-        write_json_atomic(os.path.join(run_dir, file_name(rank, session)), record)
+        write_json_atomic(os.path.join(run_dir, provenance_file_name(rank, session)), record)
     except Exception as err:  # never into training; a thread that dies says why, once
         log.warning("nblog: could not record provenance in %s: %r", run_dir, err)
 

@@ -662,8 +662,9 @@ class Run(MediaMixin):
 
     def _mark_failure(self, failure: dict) -> None:
         """Write the failure mark of this rank's session (see nblog/reader/_failures.py)."""
+        from ..format._filenames import failure_file_name
         from ..format._host import hostname
-        from ..format._runfile import failure_file_name, write_json_atomic
+        from ..format._runfile import write_json_atomic
 
         mark = {**failure, "session": self.session, "host": hostname(os.environ), "pid": os.getpid()}
         run_dir = self.dir

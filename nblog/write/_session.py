@@ -13,12 +13,15 @@ import os
 from struct import error as struct_error
 
 from ..format import _format as F
-from ..format._runfile import (
+from ..format._filenames import (
     RUN_JSON,
     RUN_JSON_BACKUP,
     event_file_name,
-    open_regular,
+    is_aside_of,
     parse_event_file_name,
+)
+from ..format._runfile import (
+    open_regular,
     read_json_file,
     read_run_json_retrying,
     write_json_atomic,
@@ -188,7 +191,7 @@ def _kept_copies(run_dir: str) -> list[str]:
         names = os.listdir(run_dir)
     except OSError:
         names = []
-    aside = [os.path.join(run_dir, n) for n in names if n.startswith(f".{RUN_JSON}.") and n.endswith(".old")]
+    aside = [os.path.join(run_dir, n) for n in names if is_aside_of(n, RUN_JSON)]
     aside.sort(key=lambda p: _mtime(p), reverse=True)
     return aside + [os.path.join(run_dir, RUN_JSON_BACKUP)]
 

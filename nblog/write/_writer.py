@@ -46,6 +46,7 @@ from collections.abc import Callable, Sequence
 from .. import _log as log
 from ..format import _envelope as E
 from ..format import _format as F
+from ..format._filenames import envelope_path_for
 from ._device import resolve as _resolve_device
 
 _CHUNK = (1 << 20) // F.POINT_SIZE * F.POINT_SIZE  # bytes of records taken at a time: at most 1 MiB
@@ -200,7 +201,7 @@ class Writer:
         # for run.json's last_step, which must never claim a step the event log lacks
         self.written_step: int | None = None
         # the envelope sidecar (``_envelope``), kept with the summary (rank 0), a cache
-        envelope_path = E.envelope_path_for(path) if self._summary_on else None
+        envelope_path = envelope_path_for(path) if self._summary_on else None
         self._envelope = E.Builder() if envelope_path else None
         self._envelope_path = envelope_path or ""
         self._envelope_saved = (0, 0)  # (changes, log bytes) the sidecar on disk covers

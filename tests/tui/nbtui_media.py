@@ -23,6 +23,7 @@ from PIL import Image
 
 from nblog.format import _format as F
 from nblog.format import _pack as P
+from nblog.format._filenames import pack_file_name
 from nblog.media._media_encode import histogram_stats
 
 RUN_ID = "vis-0000cafe"
@@ -114,7 +115,7 @@ def write_media_run(root: str) -> str:
     ef = EventFile(os.path.join(run_dir, "events.r0.s0.log"), {
         "format_version": F.FORMAT_VERSION, "project": "vis", "run_id": RUN_ID, "rank": 0, "local_rank": 0,
         "world_size": 1, "session": 0, "host": "node-a", "pid": 1000, "wall_start": WALL0})
-    pack = Pack(os.path.join(run_dir, P.pack_file_name(0)))
+    pack = Pack(os.path.join(run_dir, pack_file_name(0)))
     st = np.arange(40)
     ef.points(F.KIND_SCALAR, "train/loss", st, 1.0 / (st + 1), st * 1000)
     for step in range(40):
@@ -163,7 +164,7 @@ def write_odd_media_run(root: str) -> str:
     ef = EventFile(os.path.join(run_dir, "events.r0.s0.log"), {
         "format_version": F.FORMAT_VERSION, "project": "vis", "run_id": ODD_RUN_ID, "rank": 0, "local_rank": 0,
         "world_size": 1, "session": 0, "host": "node-a", "pid": 1000, "wall_start": WALL0})
-    pack = Pack(os.path.join(run_dir, P.pack_file_name(0)))
+    pack = Pack(os.path.join(run_dir, pack_file_name(0)))
     add_histogram(ef, pack, "hist/one", 0, ONE_BIN, 1)
     add_histogram(ef, pack, "hist/nan", 0, np.full(10, np.nan), 10)
     add_histogram(ef, pack, "hist/fine", 0, hist_values(0), 100_000)

@@ -8,7 +8,8 @@ import tracemalloc
 
 import pytest
 
-from nblog.reader._console_read import ConsoleLogs, parse_console_file_name, parse_line
+from nblog.format._filenames import parse_console_file_name
+from nblog.reader._console_read import ConsoleLogs, parse_line
 
 
 def make_run(tmp_path, files: dict[str, bytes]):

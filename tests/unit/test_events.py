@@ -11,6 +11,7 @@ import pytest
 
 import nblog as nb
 from nblog.format import _format as F
+from nblog.format._filenames import parse_provenance_file_name, provenance_file_name
 from nblog.reader._logfile import LogFile
 from nblog.write import _provenance as P
 from nblog.write import _run
@@ -131,9 +132,9 @@ def test_secret_names_and_url_userinfo() -> None:
 
 
 def test_provenance_file_names_round_trip() -> None:
-    assert P.parse_file_name(P.file_name(3, 12)) == (3, 12)
-    assert P.parse_file_name("provenance.r3.s12.diff") is None
-    assert P.parse_file_name("provenance.r-1.s0.json") is None
+    assert parse_provenance_file_name(provenance_file_name(3, 12)) == (3, 12)
+    assert parse_provenance_file_name("provenance.r3.s12.diff") is None
+    assert parse_provenance_file_name("provenance.r-1.s0.json") is None
 
 
 def test_nb_show_prints_hostile_failures_and_alerts_inert(make_run) -> None:
