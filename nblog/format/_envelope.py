@@ -8,8 +8,8 @@ chunk become one *segment*; neighbouring segments are merged (equal point counts
 whenever a tag has more than :data:`MAX_SEGMENTS`. No loop per point: a few Python
 operations per tag and chunk.
 
-The file is a cache, never the truth: it is written atomically (temp file + rename) at
-most every :data:`WRITE_INTERVAL_S` seconds while the log grows, and at session end,
+The file is a cache, never the truth: it is written atomically (temp file + rename,
+``_filesafety.write_atomic``, by the writer thread) at most every :data:`WRITE_INTERVAL_S` seconds while the log grows, and at session end,
 only once the event log holds :data:`MIN_LOG_BYTES` (small logs are read whole faster
 than a sidecar pays off). It records how many bytes of the log it covers (``offset``);
 a reader reads the log's tail past that offset, or the whole log when the sidecar is
@@ -34,11 +34,8 @@ only (the writer thread uses it).
 from __future__ import annotations
 
 import json
-import os
 import struct
 import zlib
-
-from ._filenames import temp_file_name
 
 TYPE_CHECKING = False  # typing is not imported: `import nblog` stays light
 if TYPE_CHECKING:
@@ -124,34 +121,6 @@ def _pair(a: list, b: list) -> list:
     lo = b[2] if a[2] != a[2] or b[2] < a[2] else a[2]
     hi = b[3] if a[3] != a[3] or b[3] > a[3] else a[3]
     return [a[0], b[1], lo, hi, b[4], a[5] + b[5]]
-
-
-def write_sidecar(path: str, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temp file and ``os.replace`` (never torn).
-    Where a rename cannot replace a file the sidecar is simply not updated (it is a
-    cache: readers read the log's tail instead).
-
-    Raises:
-        OSError: the temp file cannot be created or written, or the rename failed.
-    """
-    folder = os.path.dirname(path) or "."
-    tmp = os.path.join(folder, temp_file_name(os.path.basename(path)))
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(tmp, flags, 0o666)
-    try:
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def decode_header(data: bytes) -> tuple[dict, int] | None:

@@ -43,7 +43,7 @@ import struct
 import zlib
 
 from .._errors import BlobError
-from ..write._writer import create_exclusive
+from ._filesafety import create_exclusive, open_no_link
 
 TYPE_CHECKING = False  # typing is not imported: `import nblog` stays light
 if TYPE_CHECKING:
@@ -128,8 +128,7 @@ class PackWriter:
                     raise
                 self._checked = True
                 return batch
-        flags = os.O_RDWR | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-        fd = os.open(self.path, flags)
+        fd = open_no_link(self.path, os.O_RDWR | os.O_APPEND)
         try:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
@@ -164,8 +163,7 @@ def _check_foreign(path: str) -> None:
     """Raise ``PackError`` when the existing ``path`` is not a regular file, or not a
     media pack this version writes (a header torn by ``kill -9`` is a pack). Opened
     read-only and non-blocking: never written, and a FIFO there never blocks."""
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(path, flags)
+    fd = open_no_link(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise PackError(f"{path} is not a regular file")

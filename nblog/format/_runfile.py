@@ -6,7 +6,6 @@ the session numbering of event logs. The names of a run folder's files: ``_filen
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import sys
@@ -15,14 +14,8 @@ import time
 from collections.abc import Mapping
 from stat import S_ISREG
 
-from ..write._writer import create_exclusive
-from ._filenames import (
-    RUN_JSON,
-    aside_file_name,
-    event_file_name,
-    parse_event_file_name,
-    temp_file_name,
-)
+from ._filenames import RUN_JSON, event_file_name, parse_event_file_name
+from ._filesafety import write_atomic
 
 TYPE_CHECKING = False  # typing is not imported: `import nblog` stays light
 if TYPE_CHECKING:
@@ -141,85 +134,15 @@ def _jsonable(obj: object, seen: set[int], depth: int = 0) -> object:
 
 
 def write_json_atomic(path: str, data: dict) -> None:
-    """Write ``data`` as JSON to ``path`` atomically (:func:`write_bytes_atomic`)."""
-    text = json.dumps(data, indent=1, allow_nan=False, default=repr) + "\n"
-    write_bytes_atomic(path, text.encode("utf-8"))
-
-
-def write_bytes_atomic(path: str, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temp file and ``os.replace``: never torn.
-
-    The temp file is created exclusively and never through a symbolic link. Where a
-    rename cannot replace a file (some FUSE, SFTP and SMB mounts), the old file is moved
-    aside first (:func:`_replace_aside`).
-    """
-    folder = os.path.dirname(path) or "."
-    tmp = os.path.join(folder, temp_file_name(os.path.basename(path)))
-    fd = create_exclusive(tmp, 0o666)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        try:
-            os.replace(tmp, path)
-        except OSError as err:
-            if err.errno not in _NO_REPLACE:
-                raise
-            _replace_aside(tmp, path, err)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
-# errno of a rename that cannot replace an existing file: an SFTP server without the
-# posix-rename extension (sshfs answers EPERM), some FUSE and SMB mounts.
-_NO_REPLACE = (errno.EPERM, errno.EEXIST, errno.EACCES, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS)
-_warned_rename = False
-
-
-def _replace_aside(tmp: str, path: str, err: OSError) -> None:
-    """Put ``tmp`` in place of ``path`` where a rename cannot replace a file: move the
-    old file aside (a hidden name in the same folder), rename the new one in, then
-    remove the old one. A reader in between finds no file for a moment, never a torn
-    one; if the second rename fails the old file is moved back.
+    """Write ``data`` as JSON to ``path`` atomically (``_filesafety.write_atomic``): the
+    JSON of run.json, its backup, provenance files and failure marks (one space of
+    indent, no NaN, values that are not JSON as their ``repr``).
 
     Raises:
-        OSError: the old file cannot be moved aside, or the new one cannot be put in.
+        OSError: as ``write_atomic``; ValueError: a float that is not finite in ``data``.
     """
-    global _warned_rename
-    folder, base = os.path.split(path)
-    aside_path = os.path.join(folder or ".", aside_file_name(base))
-    aside: str | None = aside_path
-    try:
-        os.rename(path, aside_path)
-    except FileNotFoundError:
-        aside = None
-    try:
-        os.rename(tmp, path)
-    except BaseException:
-        if aside is not None:
-            try:
-                os.rename(aside, path)
-            except OSError:
-                pass
-        raise
-    if aside is not None:
-        try:
-            os.unlink(aside)
-        except OSError:
-            pass
-    if not _warned_rename:
-        _warned_rename = True
-        from .. import _log as log
-
-        log.warning(
-            "nblog: this file system cannot replace a file by renaming over it (%s: %s); "
-            "%s is updated by moving the old file aside first, so a reader may find no "
-            "run.json for a moment. On sshfs, mount with -o workaround=rename.",
-            type(err).__name__, err.strerror or err, path,
-        )
+    text = json.dumps(data, indent=1, allow_nan=False, default=repr) + "\n"
+    write_atomic(path, text.encode("utf-8"))
 
 
 def read_json_file(path: str) -> tuple[dict | None, os.stat_result | None]:

@@ -7,7 +7,7 @@ import socket
 from collections.abc import Mapping
 
 from .. import _log as log
-from ..format._filenames import temp_file_name
+from ..format._filesafety import write_atomic
 from ..format._names import check_name
 from ..format._runfile import to_json_config
 from ..write._run import Run
@@ -115,11 +115,7 @@ def write_run_id(folder: str, run: Run | None) -> None:
         return
     try:
         os.makedirs(folder, exist_ok=True)
-        path = os.path.join(folder, RUN_ID_FILE)
-        tmp = os.path.join(folder, temp_file_name(RUN_ID_FILE))
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(run.id + "\n")
-        os.replace(tmp, path)
+        write_atomic(os.path.join(folder, RUN_ID_FILE), (run.id + "\n").encode("utf-8"))
     except OSError as err:
         log.warning("nblog: could not write the run id beside the checkpoint in %s: %s", folder, err)
 

@@ -23,7 +23,7 @@ from urllib.parse import quote
 import polars as pl
 
 from ..format import _format as F
-from ..format._filenames import temp_file_name
+from ..format._filesafety import write_atomic
 from ..format._format import json_number
 from ._catalog import list_runs
 from ._reader import RunReader
@@ -260,29 +260,21 @@ def write_output(path: str | os.PathLike, write: Callable[[IO[bytes]], None], *,
     if not os.path.isdir(folder):  # name the user's path, not our temp file
         raise FileNotFoundError(f"the folder {folder} does not exist")
     keep = st if st is not None and stat.S_ISREG(st.st_mode) else None
-    tmp = os.path.join(folder, temp_file_name(os.path.basename(target)))
-    try:
-        # O_EXCL never follows a link; an existing file's copy starts private (0600).
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0),
-                     0o600 if keep is not None else 0o666)
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            if keep is not None:
-                if (keep.st_uid, keep.st_gid) != (os.geteuid(), os.getegid()):
-                    try:
-                        os.fchown(f.fileno(), keep.st_uid, keep.st_gid)
-                    except OSError:  # not root: the new file is ours, as with cp
-                        pass
-                os.fchmod(f.fileno(), stat.S_IMODE(keep.st_mode))
-        os.replace(tmp, target)
-    except BaseException as err:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if isinstance(err, (OSError, pl.exceptions.PolarsError)):
-            raise _write_error(path, err) from None
-        raise
+
+    def put(f: IO[bytes]) -> None:
+        write(f)
+        if keep is not None:
+            if (keep.st_uid, keep.st_gid) != (os.geteuid(), os.getegid()):
+                try:
+                    os.fchown(f.fileno(), keep.st_uid, keep.st_gid)
+                except OSError:  # not root: the new file is ours, as with cp
+                    pass
+            os.fchmod(f.fileno(), stat.S_IMODE(keep.st_mode))
+
+    try:  # the temp file of an existing file's copy starts private (0600)
+        write_atomic(target, put, mode=0o600 if keep is not None else 0o666)
+    except (OSError, pl.exceptions.PolarsError) as err:
+        raise _write_error(path, err) from None
 
 
 @contextlib.contextmanager

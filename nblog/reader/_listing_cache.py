@@ -39,6 +39,8 @@ import os
 import time
 from collections.abc import Mapping
 
+from ..format._filesafety import write_atomic
+
 VERSION = 3  # 1: a dict per run; 2: no writer, step session or log steps (ignored now: listed afresh once)
 MIN_RUNS = 500  # smaller roots list fast enough without one (and tests leave no files behind)
 SETTLE_S = 2.0
@@ -227,18 +229,9 @@ class ListingCache:
         runs = self._new if complete else {**self._old, **self._new}
         if len(runs) < MIN_RUNS or not (self._changed or (complete and len(self._old) != len(self._new))):
             return
-        import tempfile  # only when writing: nb ls starts without it
-
-        folder = os.path.dirname(self.path)
         try:
-            os.makedirs(folder, mode=0o700, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".ls-", dir=folder)
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as f:
-                    json.dump({"version": VERSION, "root": self.root, "runs": runs}, f, separators=(",", ":"))
-                os.replace(tmp, self.path)
-            except BaseException:
-                os.unlink(tmp)
-                raise
+            text = json.dumps({"version": VERSION, "root": self.root, "runs": runs}, separators=(",", ":"))
+            os.makedirs(os.path.dirname(self.path), mode=0o700, exist_ok=True)
+            write_atomic(self.path, text.encode("utf-8"), mode=0o600)
         except (OSError, TypeError, ValueError):
             pass  # a cache that cannot be written is no cache: listing stays right, only slower

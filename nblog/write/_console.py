@@ -44,6 +44,7 @@ import threading
 
 from .. import _log as log
 from ..format._filenames import console_file_name
+from ..format._filesafety import create_exclusive
 
 TYPE_CHECKING = False  # typing is not imported: `import nblog` stays light
 if TYPE_CHECKING:
@@ -139,9 +140,7 @@ class Capture:
         created = False
         saved: tuple[int, int] | None = None
         try:
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND
-            flags |= getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-            fd = os.open(path, flags, 0o666)
+            fd = create_exclusive(path)
             created = True
             opened.append(fd)
             r_out, w_out = _pipe()

@@ -295,16 +295,11 @@ def collect(env: Mapping[str, str], argv: list[str], cwd: str, *, rank: int, ses
     return record, diff
 
 
-def _write_bytes_atomic(path: str, data: bytes) -> None:
-    from ..format._runfile import write_bytes_atomic  # the one atomic writer, as run.json's
-
-    write_bytes_atomic(path, data)
-
-
 def _record(run_dir: str, env: Mapping[str, str], argv: list[str], cwd: str, rank: int, session: int,
             launcher: dict, with_diff: bool) -> None:
     from .. import _log as log
     from ..format._filenames import provenance_file_name
+    from ..format._filesafety import write_atomic
     from ..format._runfile import write_json_atomic
 
     time.sleep(START_DELAY_S)  # let init return first: this thread would hold the GIL
@@ -313,7 +308,7 @@ def _record(run_dir: str, env: Mapping[str, str], argv: list[str], cwd: str, ran
                                with_diff=with_diff, deadline=time.monotonic() + DEADLINE_S)
         if diff:
             name = provenance_file_name(rank, session, "diff")
-            _write_bytes_atomic(os.path.join(run_dir, name), diff)
+            write_atomic(os.path.join(run_dir, name), diff)
             record["git"]["diff_file"] = name
         write_json_atomic(os.path.join(run_dir, provenance_file_name(rank, session)), record)
     except Exception as err:  # never into training; a thread that dies says why, once

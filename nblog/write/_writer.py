@@ -30,8 +30,8 @@ The same fold feeds the envelope sidecar (``nblog/format/_envelope.py``): per ta
 chunk one min/max segment, written beside the log (temp file + rename) at most every 30 s
 and at session end, once the log holds 4 MiB; viewers draw a first plot from it.
 
-Files are created with ``O_CREAT | O_EXCL | O_NOFOLLOW`` (never through a symbolic link
-someone placed there) and opened for append; a failed write is cut back with
+Files are created with ``O_CREAT | O_EXCL | O_NOFOLLOW`` (``nblog/format/_filesafety.py``:
+never through a symbolic link someone placed there) and opened for append; a failed write is cut back with
 ``ftruncate`` so a full disk never leaves a torn frame in the middle of a file.
 """
 
@@ -47,6 +47,7 @@ from .. import _log as log
 from ..format import _envelope as E
 from ..format import _format as F
 from ..format._filenames import envelope_path_for
+from ..format._filesafety import create_exclusive, write_atomic
 from ._device import resolve as _resolve_device
 
 _CHUNK = (1 << 20) // F.POINT_SIZE * F.POINT_SIZE  # bytes of records taken at a time: at most 1 MiB
@@ -123,16 +124,6 @@ def _records(raw: bytes, start: int, stop: int, tids: tuple[int, ...], length: i
         u[6 * j + 4 :: 6 * n] = memoryview(array("I", (tid,)) * k)
         u[6 * j + 5 :: 6 * n] = ms
     return bytes(out)
-
-
-def create_exclusive(path: str, mode: int = 0o666) -> int:
-    """Create ``path`` for appending, failing if it exists or is a symbolic link.
-
-    The mode is filtered by the umask as usual. Returns a file descriptor.
-    """
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND
-    flags |= getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-    return os.open(path, flags, mode)
 
 
 class Writer:
@@ -709,7 +700,7 @@ class Writer:
         self._envelope_at = now
         try:
             data = env.encode(self._header, self._scalar_names, self._size, self._first_step_value)
-            E.write_sidecar(self._envelope_path, data)
+            write_atomic(self._envelope_path, data)
             self._envelope_saved = (env.changes, self._size)
         except Exception as exc:  # a full disk, a read-only folder: the event log goes on
             self._warn_once("envelope", f"nblog: envelope sidecar not written: {exc!r}")

@@ -29,8 +29,9 @@ from hardkit import REPO, clean_env
 
 import nblog as nb
 from nblog.format import _runfile
+from nblog.format._filesafety import create_exclusive
 from nblog.write import _init as nb_init
-from nblog.write._writer import Writer, create_exclusive
+from nblog.write._writer import Writer
 
 SECRET = b"someone else's file: never written through a link\n"
 
