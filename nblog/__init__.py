@@ -24,8 +24,10 @@ Where a scalar goes, wing by wing:
   (about 13 bytes a point) and hands them to the OS.
   ``_lifecycle`` ends the session on exit, signals and fork; ``_console`` captures output.
 - ``format/``: the on-disk contract. ``_format`` **frames** the records (header,
-  checksums, record kinds), ``_runfile`` is ``run.json`` and the file names of a run
-  folder, ``_pack`` the media pack, ``_names`` the rules for names that become paths.
+  checksums, record kinds), ``_runfile`` is ``run.json``, ``_filenames`` the names of a
+  run folder's files, ``_filesafety`` how every file is created and replaced (exclusive
+  create, atomic replace, no symbolic link), ``_pack`` the media pack, ``_names`` the
+  rules for names that become paths.
 - ``media/``: images, histograms, audio and figures, checked and copied on the caller's
   thread (``_media_input``), encoded on the writer thread (``_media_encode``) into the pack.
 - ``system/``: the system-metrics sampler (``_system``) and NVIDIA GPUs (``_nvml``).
@@ -33,12 +35,17 @@ Where a scalar goes, wing by wing:
   rank's session files in order (new sessions, the hiding rule, following), ``_logfile``
   **decodes** an event log incrementally (``_reader``: ``RunReader``, whole frames;
   ``_live``: the TUI's growing series; ``_tail``: ``nb tail``), with export, diff,
-  summaries (``_stragglers``: the one straggler rule) and import.
+  summaries (``_stragglers``: the one straggler rule).
 - ``nbcli`` (a separate package) **draws**: ``nb`` commands, the TUI (``nbcli/tui``,
   its display maths in ``nbcli/tui/series.py``) and ``nb report``.
 - Here at the top: the public names, the errors (``_errors``), the one logger (``_log``),
   the version (``_version``; these three are leaves that import nothing of nblog),
-  ``tensorboard`` (a ``SummaryWriter`` look-alike) and ``integrations/`` (frameworks).
+  ``tensorboard/`` (a ``SummaryWriter`` look-alike, tfevents export and import) and
+  ``integrations/`` (frameworks).
+
+The wings import downward only: the three leaves, then ``format``, then ``media`` and
+``system``, then ``write`` and ``reader`` (never each other), then this package's public
+names, then ``integrations`` and ``tensorboard`` (``tests/unit/test_import_graph.py``).
 """
 
 from __future__ import annotations

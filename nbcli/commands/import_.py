@@ -67,7 +67,7 @@ def tensorboard(
     except ImportError:
         error("reading event files needs the tensorboard package", 'pip install "nblog[tensorboard]"')
         raise typer.Exit(1) from None
-    from nblog.reader import AlreadyImported, import_source, import_sources
+    from nblog.tensorboard import AlreadyImported, import_source, import_sources
 
     sources = import_sources(logdir)
     if not sources:

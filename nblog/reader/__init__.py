@@ -12,9 +12,10 @@ media (:meth:`RunReader.media`, :func:`decode_histogram`); reports (:func:`overv
 :func:`straggler_frames`); watching (:class:`Watcher`); export
 (:func:`read_frame`, :func:`write_frame`, :func:`export_root`; every output file's
 ``cannot write PATH: REASON``: :func:`write_output`, :func:`writing_to`); comparing runs
-(:func:`diff_runs`); querying many runs (:func:`parse_where`, :func:`select_runs`);
-TensorBoard import (:func:`import_sources`, :func:`import_source`); tag selection
-(:func:`tag_matcher`); how a count reads in a message (:func:`plural`).
+(:func:`diff_runs`); querying many runs (:func:`parse_where`, :func:`select_runs`); tag
+selection (:func:`tag_matcher`); how a count reads in a message (:func:`plural`).
+Importing TensorBoard event files writes runs: it is ``nblog.tensorboard``'s, above the
+reader and the write path.
 
 Every name is imported on first use (PEP 562 ``__getattr__``): ``import nblog`` and
 ``import nblog.reader`` load no reader module, numpy or polars. The modules behind the
@@ -114,20 +115,13 @@ _NAMES: dict[str, tuple[str, str]] = {
     "writing_to": ("._export", "writing_to"),
     "EXPORT_KINDS": ("._export", "EXPORT_KINDS"),
     "FORMATS": ("._export", "FORMATS"),
-    # many runs, diff, import
+    # many runs, diff
     "QueryError": ("._runs_query", "QueryError"),
     "RunsTable": ("._runs_query", "RunsTable"),
     "parse_where": ("._runs_query", "parse_where"),
     "select_runs": ("._runs_query", "select"),
     "group_runs": ("._runs_query", "groups"),
     "diff_runs": ("._diff", "diff_runs"),
-    "import_folder": ("._tb_import", "import_folder"),
-    "import_source": ("._tb_import", "import_source"),
-    "import_sources": ("._tb_import", "import_sources"),
-    "ImportSource": ("._tb_import", "ImportSource"),
-    "event_folders": ("._tb_import", "event_folders"),
-    "run_name_for": ("._tb_import", "run_name_for"),
-    "AlreadyImported": ("._tb_import", "AlreadyImported"),
     # messages
     "plural": ("._words", "plural"),
 }
@@ -230,15 +224,6 @@ if TYPE_CHECKING:  # the names for the type checker; at run time __getattr__ imp
     )
     from ._tag_summary import tag_summaries
     from ._tail import DEFAULT_KINDS, KINDS, Event, Follower
-    from ._tb_import import (
-        AlreadyImported,
-        ImportSource,
-        event_folders,
-        import_folder,
-        import_source,
-        import_sources,
-        run_name_for,
-    )
     from ._watch import Watcher, WatchOptions
     from ._words import plural
 del TYPE_CHECKING  # not a name of nblog.reader's

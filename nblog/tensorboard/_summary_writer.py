@@ -48,15 +48,15 @@ import typing
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from . import _log as log
-from .write._init import init
-from .write._run import Run
-from .write._runid import derive_run_id, shared_job_id
+from .. import _log as log
+from ..write._init import init
+from ..write._run import Run
+from ..write._runid import derive_run_id, shared_job_id
 
 __all__ = ["UNSUPPORTED", "SummaryWriter", "export_tfevents", "run_folder_of"]
 
 if typing.TYPE_CHECKING:  # (typing.: no TYPE_CHECKING name among the module's public ones)
-    from .reader._reader import RunReader
+    from ..reader._reader import RunReader
 
 # a rank part of a log_dir: a whole last folder "rank_3"/"rank3"/"rank-3", or a suffix
 # "_rank3"/"-rank_3"/".rank3" of the last folder's name
@@ -146,7 +146,7 @@ class SummaryWriter:
                 kw["run_id"] = derive_run_id(project, name, "logdir\0" + folder)
                 kw["resume"] = resume or "auto"
             elif log_dir is None:
-                from .integrations._common import agent_run_id
+                from ..integrations._common import agent_run_id
 
                 agent = agent_run_id(project, name, env)
                 if agent is not None:  # accelerate launch / torchrun --master-port: no job id
@@ -205,7 +205,7 @@ class SummaryWriter:
                     global_step: int | None = None) -> None:
         """Record ``hparam_dict`` in the run's config (under ``"hparams"``) and log
         ``metric_dict`` as scalars at ``global_step``."""
-        from .integrations import _common
+        from ..integrations import _common
 
         _common.merge_config(self.run, {"hparams": dict(hparam_dict)})
         if metric_dict:
@@ -278,12 +278,12 @@ def export_tfevents(run: str | os.PathLike, out_dir: str | os.PathLike, *,
     try:
         from tensorboard.summary.writer.event_file_writer import EventFileWriter
     except ImportError as err:
-        from .integrations import missing_extra
+        from ..integrations import missing_extra
 
         raise missing_extra("tensorboard", "tensorboard", err) from err
 
-    from .reader._export import writing_to
-    from .reader._reader import RunReader
+    from ..reader._export import writing_to
+    from ..reader._reader import RunReader
 
     reader = RunReader(run, root=root)
     ranks = reader.ranks()
@@ -314,7 +314,7 @@ class _Protos:
         from tensorboard.plugins.scalar import metadata as scalar_metadata
         from tensorboard.plugins.text import metadata as text_metadata
 
-        from .reader._tb_import import EXPORT_PLUGIN, EXPORT_VERSION, TIMER_DESCRIPTION
+        from ._import import EXPORT_PLUGIN, EXPORT_VERSION, TIMER_DESCRIPTION
 
         self.event_pb2, self.summary_pb2, self.tensor_pb2 = event_pb2, summary_pb2, tensor_pb2
         self.scalar_shape = tensor_shape_pb2.TensorShapeProto()
@@ -353,7 +353,7 @@ class _Protos:
 
 def _run_mark(reader: RunReader, ranks: list[int]) -> dict:
     """The run as the ``nblog/run`` mark records it (the rank is added per file)."""
-    from .reader._tb_import import EXPORT_VERSION
+    from ._import import EXPORT_VERSION
 
     meta = reader.meta
     return {"version": EXPORT_VERSION, "project": reader.project, "id": reader.id, "name": meta.get("name"),
@@ -370,7 +370,7 @@ def _rank_events(reader: RunReader, rank: int, run_mark: dict, p: _Protos) -> It
     of another kind or there was none (TensorFlow 2 writes it with a tag's first value
     only, and TensorBoard keeps that one): a tag's first value, and a scalar and a timer
     of the same tag each time they alternate."""
-    from .reader._tb_import import EXPORT_RUN_TAG, EXPORT_SESSION_TAG, EXPORT_VERSION
+    from ._import import EXPORT_RUN_TAG, EXPORT_SESSION_TAG, EXPORT_VERSION
 
     sessions = reader.sessions(rank)
     files = reader.files(rank)
