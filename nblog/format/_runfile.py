@@ -70,9 +70,8 @@ def to_json_config(config: Any) -> dict:
     if config is None:
         return {}
     if type(config).__module__.startswith("omegaconf"):
-        from omegaconf import OmegaConf  # only when the user passed one
-
-        config = OmegaConf.to_container(config, resolve=True)
+        # the user's own library, loaded with its object (format imports the standard library only)
+        config = sys.modules["omegaconf"].OmegaConf.to_container(config, resolve=True)
     elif _is_dataclass_instance(config):
         config = _dataclass_dict(config)
     elif "argparse" in sys.modules and isinstance(config, sys.modules["argparse"].Namespace):

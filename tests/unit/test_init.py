@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import re
+import sys
 
 import pytest
 
@@ -214,3 +215,32 @@ def test_config_is_stored_as_json(make_run, config, stored):
 def test_config_that_is_not_a_mapping_raises_type_error(root):
     with pytest.raises(TypeError, match="config"):
         nb.init("p", root=root, config=[1, 2], _environ={}, system=False)
+
+
+OMEGACONF_STAND_IN = '''
+class DictConfig:
+    def __init__(self, data):
+        self._data = data
+
+class OmegaConf:
+    @staticmethod
+    def to_container(cfg, resolve=False):
+        assert resolve
+        return {k: ("${resolved}" if v == "${x}" else v) for k, v in cfg._data.items()}
+'''
+
+
+def test_an_omegaconf_config_is_resolved_by_its_own_library(make_run, tmp_path, monkeypatch):
+    """An OmegaConf container (omegaconf is not installed here: a stand-in package of the
+    same name and API) is turned into a dict by ``OmegaConf.to_container(resolve=True)``."""
+    pkg = tmp_path / "site" / "omegaconf"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("from .dictconfig import DictConfig, OmegaConf\n")
+    (pkg / "dictconfig.py").write_text(OMEGACONF_STAND_IN)
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    for name in ("omegaconf", "omegaconf.dictconfig"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    from omegaconf import DictConfig
+
+    run = make_run(config=DictConfig({"lr": 0.1, "path": "${x}"}))
+    assert run.config == {"lr": 0.1, "path": "${resolved}"}
