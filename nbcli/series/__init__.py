@@ -1,0 +1,12 @@
+"""What viewers draw from a series: smoothing, buckets and bands across ranks.
+
+The one place where the TUI, ``nb plot`` and ``nb report`` turn points into lines.
+None of it changes data on disk or in a reader's frames. :mod:`._bands`: buckets of the
+x axis and the band across ranks (or runs); smoothing; non-finite points.
+"""
+
+from __future__ import annotations
+
+from ._bands import MAX_NONFINITE, Band, Grid, band, buckets, make_grid, nonfinite, points, smooth
+
+__all__ = ["MAX_NONFINITE", "Band", "Grid", "band", "buckets", "make_grid", "nonfinite", "points", "smooth"]
