@@ -8,5 +8,18 @@ x axis and the band across ranks (or runs); smoothing; non-finite points.
 from __future__ import annotations
 
 from ._bands import MAX_NONFINITE, Band, Grid, band, buckets, make_grid, nonfinite, points, smooth
+from ._decimate import (
+    Decimator,
+    EmaState,
+    StepBand,
+    ema,
+    minmax_indices,
+    nonfinite_indices,
+    per_step_totals,
+    session_starts,
+    step_band,
+)
 
-__all__ = ["MAX_NONFINITE", "Band", "Grid", "band", "buckets", "make_grid", "nonfinite", "points", "smooth"]
+__all__ = ["MAX_NONFINITE", "Band", "Decimator", "EmaState", "Grid", "StepBand", "band", "buckets", "ema",
+           "make_grid", "minmax_indices", "nonfinite", "nonfinite_indices", "per_step_totals", "points",
+           "session_starts", "smooth", "step_band"]

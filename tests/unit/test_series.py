@@ -1,4 +1,4 @@
-"""nbcli.tui.series: EMA, min/max display downsampling, non-finite markers, bands."""
+"""nbcli.series (arrays): EMA, min/max display downsampling, non-finite markers, bands."""
 
 from __future__ import annotations
 
@@ -7,7 +7,14 @@ import math
 import numpy as np
 import pytest
 
-from nbcli.tui.series import band, ema, minmax_indices, nonfinite, per_step_totals, session_starts
+from nbcli.series import (
+    ema,
+    minmax_indices,
+    nonfinite_indices,
+    per_step_totals,
+    session_starts,
+    step_band,
+)
 
 
 def reference_ema(values, w, last=0.0, count=0):
@@ -59,7 +66,7 @@ def test_minmax_keeps_spikes_and_bounds_the_count():
 
 def test_nonfinite_and_session_starts():
     y = np.array([1.0, np.nan, np.inf, -np.inf, 2.0])
-    bad = nonfinite(y)
+    bad = nonfinite_indices(y)
     assert bad["nan"].tolist() == [1] and bad["+inf"].tolist() == [2] and bad["-inf"].tolist() == [3]
     assert session_starts(np.array([0, 0, 1, 1, 3]), np.array([0.0, 1, 2, 3, 4])) == [(1, 2.0), (3, 4.0)]
     assert session_starts(np.array([0]), np.array([0.0])) == []
@@ -70,25 +77,25 @@ def test_per_step_totals_and_band():
     assert steps.tolist() == [0, 1, 2] and totals.tolist() == [3.0, 3.0, 3.0]
     steps, totals = per_step_totals(np.array([2, 0, 2]), np.array([1.0, 5, 1]))
     assert steps.tolist() == [0, 2] and totals.tolist() == [5.0, 2.0]
-    b = band({0: (np.array([0, 1]), np.array([1.0, 2])), 1: (np.array([0, 1]), np.array([3.0, 4])),
+    b = step_band({0: (np.array([0, 1]), np.array([1.0, 2])), 1: (np.array([0, 1]), np.array([3.0, 4])),
               2: (np.array([1]), np.array([10.0]))})
     assert b.step.tolist() == [0, 1]
     assert b.lo.tolist() == [1.0, 2.0] and b.hi.tolist() == [3.0, 10.0]
     assert b.median.tolist() == [2.0, 4.0] and b.ranks.tolist() == [2, 3]
-    assert len(band({}).step) == 0
+    assert len(step_band({}).step) == 0
 
 
 def test_import_nblog_does_not_load_them():
     import subprocess
     import sys
 
-    code = "import sys, nblog; print([m for m in ('nbcli.tui.series', 'nblog.reader._live', 'numpy') if m in sys.modules])"
+    code = "import sys, nblog; print([m for m in ('nbcli.series', 'nblog.reader._live', 'numpy') if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
 
 def test_decimator_incremental_equals_fresh():
-    from nbcli.tui.series import Decimator
+    from nbcli.series import Decimator
 
     rng = np.random.default_rng(0)
     y = rng.normal(size=100_000)

@@ -2,15 +2,15 @@
 
 None of these change data on disk or in a reader's frames; they prepare what a
 viewer draws. Imports numpy (``import nblog`` does not import this module); polars
-only in :func:`band`.
+only in :func:`step_band`.
 
 - :func:`ema` — TensorBoard's debiased exponential moving average, vectorized, and
   resumable (pass the returned state to smooth only the points appended since).
 - :func:`minmax_indices` — indices of the min and max of each bucket: a long series
   drawn with a few hundred points that keeps every spike. Display only.
-- :func:`nonfinite` — where NaN and ±inf are (viewers draw them as markers).
+- :func:`nonfinite_indices` — where NaN and ±inf are (viewers draw them as markers).
 - :func:`session_starts` — where a new session begins along an x axis.
-- :func:`band` — per step, the min / median / max across ranks of per-rank totals.
+- :func:`step_band` — per step, the min / median / max across ranks of per-rank totals.
 """
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ def minmax_indices(y: np.ndarray, buckets: int) -> np.ndarray:
     return np.unique(idx)
 
 
-def nonfinite(y: np.ndarray) -> dict[str, np.ndarray]:
+def nonfinite_indices(y: np.ndarray) -> dict[str, np.ndarray]:
     """Indices of NaN, +inf and -inf values: ``{"nan": ..., "+inf": ..., "-inf": ...}``."""
     y = np.asarray(y, dtype=np.float64)
     bad = np.flatnonzero(~np.isfinite(y))
@@ -155,7 +155,7 @@ def per_step_totals(step: np.ndarray, value: np.ndarray) -> tuple[np.ndarray, np
 
 
 @dataclass(frozen=True)
-class Band:
+class StepBand:
     """Per step across ranks: ``lo`` (min), ``median``, ``hi`` (max), and ``ranks``
     (how many ranks had the step)."""
 
@@ -166,7 +166,7 @@ class Band:
     ranks: np.ndarray
 
 
-def band(per_rank: dict[int, tuple[np.ndarray, np.ndarray]]) -> Band:
+def step_band(per_rank: dict[int, tuple[np.ndarray, np.ndarray]]) -> StepBand:
     """The band across ranks of per-step values: ``per_rank`` maps a rank to (steps,
     values) with one value per step (see :func:`per_step_totals`)."""
     import polars as pl
@@ -178,7 +178,7 @@ def band(per_rank: dict[int, tuple[np.ndarray, np.ndarray]]) -> Band:
     ]
     if not frames:
         e = np.zeros(0)
-        return Band(np.zeros(0, np.int64), e, e, e, np.zeros(0, np.int64))
+        return StepBand(np.zeros(0, np.int64), e, e, e, np.zeros(0, np.int64))
     df = (
         pl.concat(frames)
         .group_by("step")
@@ -190,7 +190,7 @@ def band(per_rank: dict[int, tuple[np.ndarray, np.ndarray]]) -> Band:
         )
         .sort("step")
     )
-    return Band(
+    return StepBand(
         df["step"].to_numpy(),
         df["lo"].to_numpy(),
         df["median"].to_numpy(),
