@@ -4,8 +4,8 @@ One concern: turning long point frames (``RunReader.scalars`` / ``timers``, with
 ``all_ranks=True`` or one rank) into a few thousand numbers to draw, without losing
 what matters to the eye:
 
-- :func:`smooth` is the debiased exponential moving average (TensorBoard's smoothing
-  slider), computed per rank on the full series, before any bucketing.
+- smoothing (:func:`nbcli.series.smooth`, the rule of :mod:`._smooth`) comes first,
+  per rank on the full series, before any bucketing.
 - :class:`Grid` cuts the x axis into at most ``max_buckets`` buckets. When there are
   no more distinct x values than that, each value is its own bucket (nothing is
   merged). Each bucket keeps the mean, the min and the max of its finite points, so a
@@ -95,33 +95,6 @@ def make_grid(x: np.ndarray, max_buckets: int, integer: bool = True) -> Grid:
         width = (hi - lo) / max_buckets or 1.0
         count = max_buckets
     return Grid(None, lo, width, count)
-
-
-def smooth(frame: pl.DataFrame, weight: float) -> pl.DataFrame:
-    """``frame`` with ``value`` replaced by its debiased EMA, per rank, in x order.
-
-    Args:
-        frame: columns rank, x, value (other columns kept).
-        weight: the weight kept from the past, in [0, 1); 0 returns ``frame`` as is.
-            The smoothed value at point i is ``sum(w^k v[i-k]) / sum(w^k)`` over the
-            finite points so far (pandas' ``ewm(adjust=True)``, TensorBoard's slider).
-
-    Non-finite values are left as they are and skipped by the average.
-    """
-    if not 0.0 <= weight < 1.0:
-        raise ValueError(f"smoothing weight must be in [0, 1), not {weight}")
-    if weight == 0.0 or not len(frame):
-        return frame
-    finite = pl.col("value").is_finite()
-    ema = (
-        pl.when(finite).then(pl.col("value")).otherwise(None)
-        .ewm_mean(alpha=1.0 - weight, adjust=True, ignore_nulls=True)
-        .over("rank")
-    )
-    return (
-        frame.sort("rank", "x", maintain_order=True)
-        .with_columns(pl.when(finite).then(ema).otherwise(pl.col("value")).alias("value"))
-    )
 
 
 def buckets(frame: pl.DataFrame, grid: Grid) -> pl.DataFrame:

@@ -1,11 +1,9 @@
-"""Numeric helpers for viewers: smoothing, display downsampling, bands across ranks.
+"""Numeric helpers for viewers: display downsampling, bands across ranks.
 
 None of these change data on disk or in a reader's frames; they prepare what a
 viewer draws. Imports numpy (``import nblog`` does not import this module); polars
 only in :func:`step_band`.
 
-- :func:`ema` — TensorBoard's debiased exponential moving average, vectorized, and
-  resumable (pass the returned state to smooth only the points appended since).
 - :func:`minmax_indices` — indices of the min and max of each bucket: a long series
   drawn with a few hundred points that keeps every spike. Display only.
 - :func:`nonfinite_indices` — where NaN and ±inf are (viewers draw them as markers).
@@ -15,78 +13,9 @@ only in :func:`step_band`.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
-
-#: The magnitude of ``weight ** -k`` a block of :func:`ema` may reach (stays far from
-#: float64 overflow, so the blocked recurrence is exact to rounding).
-_EMA_RANGE = 1e120
-
-
-@dataclass(frozen=True)
-class EmaState:
-    """Where an :func:`ema` left off: the biased average and how many finite points
-    went into it."""
-
-    last: float = 0.0
-    count: int = 0
-
-
-def ema(values: np.ndarray, weight: float, state: EmaState | None = None) -> tuple[np.ndarray, EmaState]:
-    """TensorBoard-style smoothing: ``last = last * w + (1 - w) * v``, debiased by
-    ``1 - w ** count``.
-
-    Non-finite values are skipped (their output is NaN and they do not move the
-    average), as TensorBoard does. ``weight`` is in [0, 1): 0 returns the values
-    unchanged. Pass the returned state back with the values appended since to
-    extend a smoothed series without recomputing it.
-
-    Returns:
-        (smoothed float64 array of the same length, state after the last value)
-    """
-    v = np.asarray(values, dtype=np.float64)
-    state = state or EmaState()
-    if not 0.0 <= weight < 1.0:
-        raise ValueError(f"smoothing weight must be in [0, 1), got {weight}")
-    out = np.full(len(v), np.nan)
-    finite = np.isfinite(v)
-    f = v[finite]
-    if not len(f):
-        return out, state
-    if weight == 0.0:
-        out[finite] = f
-        return out, EmaState(float(f[-1]), state.count + len(f))
-    w = weight
-    block = min(len(f), max(1, int(math.log(_EMA_RANGE) / -math.log(w))))
-    nblocks = -(-len(f) // block)
-    x: np.ndarray = np.zeros(nblocks * block)
-    x[: len(f)] = f
-    x = x.reshape(nblocks, block)
-    wk = w ** np.arange(block, dtype=np.float64)  # w^i: 1 down to >= 1/_EMA_RANGE
-    # zero-carry average inside each block: z_i = (1 - w) * sum_{j<=i} w^(i-j) x_j
-    x *= 1.0 / wk
-    z = np.cumsum(x, axis=1)
-    z *= wk
-    z *= 1.0 - w
-    # carry into each block: c[b+1] = w^block * c[b] + z[b, -1]
-    wb = w**block
-    carry = np.empty(nblocks)
-    last = state.last
-    for i, zi in enumerate(z[:, -1].tolist()):
-        carry[i] = last
-        last = wb * last + zi
-    z += np.outer(carry, wk * w)  # + w^(i+1) * carry
-    biased = z.reshape(-1)[: len(f)]
-    last = float(biased[-1])
-    # debias: divide by 1 - w^count, which is 1 to rounding after a few hundred points
-    m = min(len(f), max(0, int(40.0 / -math.log(w)) + 1 - state.count))
-    if m > 0:
-        counts = state.count + np.arange(1, m + 1, dtype=np.float64)
-        biased[:m] = biased[:m] / (1.0 - w**counts)
-    out[finite] = biased
-    return out, EmaState(last, state.count + len(f))
 
 
 def minmax_indices(y: np.ndarray, buckets: int) -> np.ndarray:
@@ -168,14 +97,17 @@ class StepBand:
 
 def step_band(per_rank: dict[int, tuple[np.ndarray, np.ndarray]]) -> StepBand:
     """The band across ranks of per-step values: ``per_rank`` maps a rank to (steps,
-    values) with one value per step (see :func:`per_step_totals`)."""
+    values) with one value per step (see :func:`per_step_totals`). A non-finite value
+    is left out (the rule of :mod:`nbcli.series`): ``ranks`` counts the finite ones."""
     import polars as pl
 
     frames = [
         pl.DataFrame({"step": np.asarray(s, np.int64), "value": np.asarray(v, np.float64)})
+        .filter(pl.col("value").is_finite())
         for s, v in per_rank.values()
         if len(s)
     ]
+    frames = [f for f in frames if len(f)]
     if not frames:
         e = np.zeros(0)
         return StepBand(np.zeros(0, np.int64), e, e, e, np.zeros(0, np.int64))
