@@ -7,13 +7,15 @@ turn points into lines; none of it changes data on disk or in a reader's frames.
   average, :func:`ema` on an array (resumable, for live viewers), :func:`smooth` on a
   frame of many ranks. The page of ``nb report`` applies the same rule in the browser.
 - :mod:`._decimate` — :func:`minmax_indices` and :class:`Decimator`: the min and max of
-  each bucket of a long series (a spike is never averaged away), display only;
-  :func:`nonfinite_indices`, :func:`session_starts`; :func:`per_step_totals` and
-  :func:`step_band` (min / median / max across ranks, exact per step: timer totals).
+  each bucket of a long series (a spike is never averaged away), display only.
 - :mod:`._bands` — :func:`make_grid` cuts the x axis into buckets, :func:`buckets` keeps
   each rank's mean / min / max per bucket, :func:`band` makes the median line, the
   min-max band and the outlying rank; :func:`points` reads a tag as the frame they take;
-  :func:`nonfinite` lists the non-finite points of a frame.
+  :func:`per_step_totals` and :func:`step_band`: min / median / max across ranks,
+  exact per step (timer totals).
+- :mod:`._marks` — what viewers mark rather than draw in a line: the non-finite points
+  (:func:`nonfinite_indices` in an array, :func:`nonfinite` listed from a frame) and
+  :func:`session_starts`.
 
 Non-finite values (NaN, +inf, -inf) have one answer everywhere, TensorBoard's: they
 never enter an average, a bucket or a band. Smoothing skips them (they do not move the
@@ -25,16 +27,19 @@ or the bottom edge (-inf); the report's page likewise, from :func:`nonfinite`'s 
 
 from __future__ import annotations
 
-from ._bands import MAX_NONFINITE, Band, Grid, band, buckets, make_grid, nonfinite, points
-from ._decimate import (
-    Decimator,
+from ._bands import (
+    Band,
+    Grid,
     StepBand,
-    minmax_indices,
-    nonfinite_indices,
+    band,
+    buckets,
+    make_grid,
     per_step_totals,
-    session_starts,
+    points,
     step_band,
 )
+from ._decimate import Decimator, minmax_indices
+from ._marks import MAX_NONFINITE, nonfinite, nonfinite_indices, session_starts
 from ._smooth import EmaState, ema, smooth
 
 __all__ = ["MAX_NONFINITE", "Band", "Decimator", "EmaState", "Grid", "StepBand", "band", "buckets", "ema",

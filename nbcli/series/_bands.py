@@ -1,4 +1,4 @@
-"""Series for figures and reports: points of a tag → smoothed, bucketed lines and bands.
+"""Bands across ranks (or runs): points of a tag → bucketed lines and min-max bands.
 
 One concern: turning long point frames (``RunReader.scalars`` / ``timers``, with
 ``all_ranks=True`` or one rank) into a few thousand numbers to draw, without losing
@@ -13,8 +13,13 @@ what matters to the eye:
 - :func:`band` turns per-rank buckets into the line of one run: the median across
   ranks of the ranks' bucket means, with the min of the mins and the max of the maxes
   as its band, and names the rank that lies farthest from the median.
-- :func:`nonfinite` lists the NaN and ±inf points, which the line leaves out and
-  viewers mark instead (never dropped silently).
+- :func:`points` reads a tag of a run as such a frame.
+- :func:`step_band` is the band without buckets, exact at every step, of one value per
+  step and rank (:func:`per_step_totals`: a timer's seconds per step); the TUI draws it
+  with min/max downsampling (:mod:`._decimate`).
+
+Non-finite points are left out of every bucket and band (the rule of
+:mod:`nbcli.series`); :func:`nbcli.series.nonfinite` lists them for the viewers' marks.
 
 Everything here works on frames with columns ``rank``, ``x`` (the step) and ``value``,
 plus ``t`` (seconds) when a figure is drawn against wall or active time.
@@ -31,8 +36,6 @@ import polars as pl
 
 if TYPE_CHECKING:
     from nblog import RunReader
-
-MAX_NONFINITE = 200  # non-finite points listed per series (the total is always given)
 
 
 @dataclass(frozen=True)
@@ -194,18 +197,63 @@ def band(per_rank: pl.DataFrame, grid: Grid) -> Band:
     return Band(line, lo, hi, ranks, outlier, outlier_line, per_bucket, at)
 
 
-def nonfinite(frame: pl.DataFrame, limit: int = MAX_NONFINITE) -> tuple[list[dict], int]:
-    """The NaN and ±inf points of ``frame`` (columns rank, x, value): the first
-    ``limit`` in x order as ``{"rank", "x", "value"}`` (value "nan", "inf" or "-inf"),
-    and how many there are in all."""
-    bad = frame.filter(~pl.col("value").is_finite())
-    total = len(bad)
-    rows = []
-    for r in bad.sort("x", "rank").head(limit).iter_rows(named=True):
-        v = r["value"]
-        rows.append({"rank": int(r["rank"]), "x": r["x"],
-                     "value": "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")})
-    return rows, total
+def per_step_totals(step: np.ndarray, value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sum ``value`` per step (a timer that runs several times in one step adds up).
+    ``step`` need not be sorted. Returns (unique steps ascending, totals)."""
+    step = np.asarray(step)
+    if not len(step):
+        return np.zeros(0, np.int64), np.zeros(0)
+    order = np.argsort(step, kind="stable") if np.any(np.diff(step) < 0) else None
+    s = step if order is None else step[order]
+    v = np.asarray(value, np.float64) if order is None else np.asarray(value, np.float64)[order]
+    starts = np.flatnonzero(np.concatenate([[True], np.diff(s) != 0]))
+    return s[starts].astype(np.int64), np.add.reduceat(v, starts)
+
+
+@dataclass(frozen=True)
+class StepBand:
+    """Per step across ranks: ``lo`` (min), ``median``, ``hi`` (max), and ``ranks``
+    (how many ranks had the step)."""
+
+    step: np.ndarray
+    lo: np.ndarray
+    median: np.ndarray
+    hi: np.ndarray
+    ranks: np.ndarray
+
+
+def step_band(per_rank: dict[int, tuple[np.ndarray, np.ndarray]]) -> StepBand:
+    """The band across ranks of per-step values: ``per_rank`` maps a rank to (steps,
+    values) with one value per step (see :func:`per_step_totals`). A non-finite value
+    is left out (the rule of :mod:`nbcli.series`): ``ranks`` counts the finite ones."""
+    frames = [
+        pl.DataFrame({"step": np.asarray(s, np.int64), "value": np.asarray(v, np.float64)})
+        .filter(pl.col("value").is_finite())
+        for s, v in per_rank.values()
+        if len(s)
+    ]
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        e = np.zeros(0)
+        return StepBand(np.zeros(0, np.int64), e, e, e, np.zeros(0, np.int64))
+    df = (
+        pl.concat(frames)
+        .group_by("step")
+        .agg(
+            pl.col("value").min().alias("lo"),
+            pl.col("value").median().alias("median"),
+            pl.col("value").max().alias("hi"),
+            pl.len().alias("ranks"),
+        )
+        .sort("step")
+    )
+    return StepBand(
+        df["step"].to_numpy(),
+        df["lo"].to_numpy(),
+        df["median"].to_numpy(),
+        df["hi"].to_numpy(),
+        df["ranks"].to_numpy(),
+    )
 
 
 def points(reader: RunReader, tag: str, *, rank: int | None, x: str = "step") -> pl.DataFrame:

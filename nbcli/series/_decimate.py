@@ -1,19 +1,15 @@
-"""Numeric helpers for viewers: display downsampling, bands across ranks.
+"""Display downsampling: a long series drawn with a few hundred points that keeps
+every spike (display only, never a way to read data).
 
-None of these change data on disk or in a reader's frames; they prepare what a
-viewer draws. Imports numpy (``import nblog`` does not import this module); polars
-only in :func:`step_band`.
+- :func:`minmax_indices` — indices of the min and max finite value of each of
+  ``buckets`` equal runs of points, plus the first and the last finite point.
+- :class:`Decimator` — the same for a series that only grows (a live plot), updated in
+  O(new points).
 
-- :func:`minmax_indices` — indices of the min and max of each bucket: a long series
-  drawn with a few hundred points that keeps every spike. Display only.
-- :func:`nonfinite_indices` — where NaN and ±inf are (viewers draw them as markers).
-- :func:`session_starts` — where a new session begins along an x axis.
-- :func:`step_band` — per step, the min / median / max across ranks of per-rank totals.
+Imports numpy only.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -47,88 +43,6 @@ def minmax_indices(y: np.ndarray, buckets: int) -> np.ndarray:
     ends = [fin[0][:1], n - k + fin[1][-1:]]  # the first and the newest point stay drawn
     idx = np.concatenate([(base + amin)[ok], (base + amax)[ok], *ends])
     return np.unique(idx)
-
-
-def nonfinite_indices(y: np.ndarray) -> dict[str, np.ndarray]:
-    """Indices of NaN, +inf and -inf values: ``{"nan": ..., "+inf": ..., "-inf": ...}``."""
-    y = np.asarray(y, dtype=np.float64)
-    bad = np.flatnonzero(~np.isfinite(y))
-    vals = y[bad]
-    return {
-        "nan": bad[np.isnan(vals)],
-        "+inf": bad[vals == np.inf],
-        "-inf": bad[vals == -np.inf],
-    }
-
-
-def session_starts(session: np.ndarray, x: np.ndarray) -> list[tuple[int, float]]:
-    """``(session, x)`` of the first point of every session after the first one."""
-    session = np.asarray(session)
-    if len(session) < 2:
-        return []
-    idx = np.flatnonzero(np.diff(session) != 0) + 1
-    return [(int(session[i]), float(x[i])) for i in idx]
-
-
-def per_step_totals(step: np.ndarray, value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Sum ``value`` per step (a timer that runs several times in one step adds up).
-    ``step`` need not be sorted. Returns (unique steps ascending, totals)."""
-    step = np.asarray(step)
-    if not len(step):
-        return np.zeros(0, np.int64), np.zeros(0)
-    order = np.argsort(step, kind="stable") if np.any(np.diff(step) < 0) else None
-    s = step if order is None else step[order]
-    v = np.asarray(value, np.float64) if order is None else np.asarray(value, np.float64)[order]
-    starts = np.flatnonzero(np.concatenate([[True], np.diff(s) != 0]))
-    return s[starts].astype(np.int64), np.add.reduceat(v, starts)
-
-
-@dataclass(frozen=True)
-class StepBand:
-    """Per step across ranks: ``lo`` (min), ``median``, ``hi`` (max), and ``ranks``
-    (how many ranks had the step)."""
-
-    step: np.ndarray
-    lo: np.ndarray
-    median: np.ndarray
-    hi: np.ndarray
-    ranks: np.ndarray
-
-
-def step_band(per_rank: dict[int, tuple[np.ndarray, np.ndarray]]) -> StepBand:
-    """The band across ranks of per-step values: ``per_rank`` maps a rank to (steps,
-    values) with one value per step (see :func:`per_step_totals`). A non-finite value
-    is left out (the rule of :mod:`nbcli.series`): ``ranks`` counts the finite ones."""
-    import polars as pl
-
-    frames = [
-        pl.DataFrame({"step": np.asarray(s, np.int64), "value": np.asarray(v, np.float64)})
-        .filter(pl.col("value").is_finite())
-        for s, v in per_rank.values()
-        if len(s)
-    ]
-    frames = [f for f in frames if len(f)]
-    if not frames:
-        e = np.zeros(0)
-        return StepBand(np.zeros(0, np.int64), e, e, e, np.zeros(0, np.int64))
-    df = (
-        pl.concat(frames)
-        .group_by("step")
-        .agg(
-            pl.col("value").min().alias("lo"),
-            pl.col("value").median().alias("median"),
-            pl.col("value").max().alias("hi"),
-            pl.len().alias("ranks"),
-        )
-        .sort("step")
-    )
-    return StepBand(
-        df["step"].to_numpy(),
-        df["lo"].to_numpy(),
-        df["median"].to_numpy(),
-        df["hi"].to_numpy(),
-        df["ranks"].to_numpy(),
-    )
 
 
 class Decimator:
