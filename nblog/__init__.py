@@ -35,7 +35,7 @@ Where a scalar goes, wing by wing:
   ``_live``: the TUI's growing series; ``_tail``: ``nb tail``), with export, diff,
   summaries (``_stragglers``: the one straggler rule) and import.
 - ``nbcli`` (a separate package) **draws**: ``nb`` commands, the TUI (``nbcli/tui``,
-  its display maths in ``nbcli/tui/series.py``) and ``nb report``.
+  its display maths (smoothing, downsampling, bands for every viewer) in ``nbcli/series``) and ``nb report``.
 - Here at the top: the public names, the errors (``_errors``), the one logger (``_log``),
   ``tensorboard`` (a ``SummaryWriter`` look-alike) and ``integrations/`` (frameworks).
 """
