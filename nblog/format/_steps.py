@@ -22,7 +22,8 @@ its end (at least :data:`TAIL` bytes: more than one whole POINTS frame of 1 MiB)
 the standard library only: ``init`` never imports numpy. Steps nearly always grow
 within a session, so the highest step among the records near the end is the highest
 step of the log. When the end holds no logged step (a long text, or hours of system
-metrics alone at the end), the window doubles until it does, up to 64 MiB.
+metrics alone at the end), the window doubles until it does, up to 64 MiB. A COLUMNS
+frame's step column is read where ``_format.columns_layout`` says.
 """
 
 from __future__ import annotations
@@ -197,20 +198,19 @@ def _max_columns_step(payload: memoryview, system: set[int]) -> int | None:
     """The highest step of the non-system point records of a COLUMNS payload, from its
     step column (little-endian machines), without rebuilding the records when no
     record is of a system tag; ``ValueError`` for a malformed payload."""
-    n, pattern, tag_w, step_w, ms_w, step_base, _ms_base = F.columns_head(payload)
-    if not n:
+    lay = F.columns_layout(payload)
+    if not lay.n:
         return None
-    data = bytes(payload)  # aligned: the casts below read at full speed
-    at = F.COLUMNS_HEAD.size + 8 * n
+    data = memoryview(bytes(payload))  # aligned: the casts below read at full speed
     if system:
-        tags_at = at + step_w * n + ms_w * n
-        tags = memoryview(data)[tags_at:]
-        ids = tags.cast("I") if pattern or tag_w == 4 else tags.cast("H")
+        tags = data[lay.tag.start : lay.tag.stop]
+        ids = tags.cast("I") if lay.tag.width == 4 else tags.cast("H")
         if not system.isdisjoint(ids):  # system records among them: record by record
             return _max_point_step(memoryview(F.decode_columns(payload)), system)
-    steps = memoryview(data)[at : at + step_w * n]
-    column = steps.cast("q") if step_w == 8 else steps.cast("I") if step_w == 4 else steps.cast("H")
-    return step_base + max(column)
+    s = lay.step
+    steps = data[s.start : s.stop]
+    column = steps.cast("q") if s.width == 8 else steps.cast("I") if s.width == 4 else steps.cast("H")
+    return s.base + max(column)
 
 
 def _max_point_step(payload: memoryview, system: set[int]) -> int | None:

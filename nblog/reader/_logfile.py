@@ -20,9 +20,11 @@ after it names the format; points whose tag definitions were lost are counted.
 
 Point records are kept as raw payload bytes and decoded in bulk with numpy by
 :meth:`LogFile.points` (imported only then). A COLUMNS frame is kept as it is in the file
-(its head checked): bulk readers take its columns straight from it
-(:meth:`LogFile.point_chunks`), and it becomes 24-byte records only where those are
-asked for (:attr:`LogFile.chunks`, :attr:`Delta.points`).
+(its layout checked, ``F.columns_layout``): bulk readers take its columns straight from
+it (:meth:`LogFile.point_chunks`), and it becomes 24-byte records only where those are
+asked for (:attr:`LogFile.chunks`, :attr:`Delta.points`). Every decoder of its columns
+(the standard library's here, numpy's :func:`_columns_of`, Arrow's in
+``_columns_read``) reads them where ``F.columns_layout`` says.
 """
 
 from __future__ import annotations
@@ -47,7 +49,6 @@ if TYPE_CHECKING:
     import numpy as np
 
 _READ_LIMIT = 1 << 30  # bytes read per poll at most; the rest waits for the next poll
-_CODES = {2: "<H", 4: "<I", 8: "<q"}  # struct codes of the COLUMNS widths
 
 
 @dataclass
@@ -79,53 +80,48 @@ class Damage:
 
 
 class _Columns:
-    """A COLUMNS payload as read (a view of the bytes read), its head checked
-    (``F.columns_head``); decoded by whoever reads its points."""
+    """A COLUMNS payload as read (a view of the bytes read), its layout checked
+    (``F.columns_layout``); decoded by whoever reads its points."""
 
-    __slots__ = ("payload", "head", "n")
+    __slots__ = ("payload", "layout", "n")
 
     def __init__(self, payload: memoryview):
         self.payload = payload
-        self.head = F.columns_head(payload)  # ValueError: malformed
-        self.n = self.head[0]
+        self.layout = F.columns_layout(payload)  # ValueError: malformed
+        self.n = self.layout.n
 
     def _at(self, i: int) -> tuple[int, int, int]:
         """``(step, tag id, ms)`` of record ``i``, read from the columns (no numpy)."""
-        n, pattern, tag_w, step_w, ms_w, step_base, ms_base = self.head
+        lay = self.layout
         p = self.payload
-        at = F.COLUMNS_HEAD.size + 8 * n
-        step = step_base + struct.unpack_from(_CODES[step_w], p, at + step_w * i)[0]
-        at += step_w * n
-        ms = ms_base + struct.unpack_from(_CODES[ms_w], p, at + ms_w * i)[0]
-        at += ms_w * n
-        if pattern:
-            tid = struct.unpack_from("<I", p, at + 4 * (i % pattern))[0]
-        else:
-            tid = struct.unpack_from(_CODES[tag_w], p, at + tag_w * i)[0]
-        return step, tid, ms
+        unpack = struct.unpack_from
+        s, m, t = lay.step, lay.ms, lay.tag
+        step = s.base + unpack("<" + s.code, p, s.start + s.width * i)[0]
+        ms = m.base + unpack("<" + m.code, p, m.start + m.width * i)[0]
+        k = i % lay.pattern if lay.pattern else i
+        return step, unpack("<" + t.code, p, t.start + t.width * k)[0], ms
 
     def tag_counts(self) -> tuple[list[int], list[int] | None]:
         """``(tag ids, weights)``: each record's tag id (weights None), or, for a tag
         pattern, the pattern's ids and how many records each stands for. No numpy."""
         from array import array
 
-        n, pattern, tag_w, step_w, ms_w, _step_base, _ms_base = self.head
-        at = F.COLUMNS_HEAD.size + n * (8 + step_w + ms_w)
-        if pattern:
-            ids = list(struct.unpack_from(f"<{pattern}I", self.payload, at))
-            return ids, [n // pattern + (i < n % pattern) for i in range(pattern)]
-        col = array("H" if tag_w == 2 else "I")
-        col.frombytes(self.payload[at : at + tag_w * n])
+        n, pattern, t = self.n, self.layout.pattern, self.layout.tag
+        col = array(t.code)
+        col.frombytes(self.payload[t.start : t.stop])
         if sys.byteorder != "little":
             col.byteswap()
+        if pattern:
+            return col.tolist(), [n // pattern + (i < n % pattern) for i in range(pattern)]
         return col.tolist(), None
 
     def records(self) -> Iterator[tuple[int, float, int, int]]:
         """``(step, value, tag id, ms)`` of each record in order, one at a time
         (the first-step scan stops at the first one it wants)."""
+        at = self.layout.value.start
         for i in range(self.n):
             step, tid, ms = self._at(i)
-            yield step, struct.unpack_from("<d", self.payload, F.COLUMNS_HEAD.size + 8 * i)[0], tid, ms
+            yield step, struct.unpack_from("<d", self.payload, at + 8 * i)[0], tid, ms
 
     def last_ms(self) -> int:
         """The (wrapped, u32) milliseconds of the last record; the frame has one."""
@@ -148,7 +144,7 @@ class _ColumnChunk:
 
     def __getitem__(self, name: str) -> np.ndarray:
         if self._columns is None:
-            self._columns = _columns_of(self._cols.payload, self._cols.head)
+            self._columns = _columns_of(self._cols.payload, self._cols.layout)
         return self._columns[name]
 
 
@@ -636,12 +632,12 @@ def damage_record(d: Damage, rank: int, session: int, path: str) -> dict:
 def _points_in(kind: int, payload: memoryview) -> int | None:
     """The points a damaged frame of ``kind`` held, where its payload still says: a
     POINTS frame's length; a COLUMNS head whose count fits the frame's length (checked
-    against it, ``F.columns_head``). None: not a points frame, or not known."""
+    against it, ``F.columns_layout``). None: not a points frame, or not known."""
     if kind == F.FRAME_POINTS:
         return len(payload) // F.POINT_SIZE
     if kind == F.FRAME_COLUMNS:
         try:
-            return F.columns_head(payload)[0]
+            return F.columns_layout(payload).n
         except ValueError:
             return None
     return None
@@ -721,45 +717,45 @@ def read_header(path: str, limit: int = 1 << 16) -> dict:
     return head if named.__class__ is int and 1 <= named <= F.FORMAT_VERSION else {}
 
 
-def _columns_of(payload: memoryview, head: tuple[int, ...] | None = None) -> dict[str, np.ndarray]:
-    """The four columns of a COLUMNS payload (``F.columns_head``; ``head`` when already
-    checked), each contiguous, decoded with numpy in a few vector operations: step
-    (int64), value (float64, a view of the payload where it is aligned), tag (uint32),
-    ms (uint32, as written: wrapped).
+def _columns_of(payload: memoryview, layout: F.ColumnsLayout | None = None) -> dict[str, np.ndarray]:
+    """The four columns of a COLUMNS payload, where ``F.columns_layout`` says (``layout``
+    when already checked), each contiguous, decoded with numpy in a few vector
+    operations: step (int64), value (float64, a view of the payload where it is
+    aligned), tag (uint32), ms (uint32, as written: wrapped).
 
     Raises:
         ValueError: the payload is malformed.
     """
     import numpy as np
 
-    n, pattern, tag_w, step_w, ms_w, step_base, ms_base = head or F.columns_head(payload)
-    width: dict[int, np.dtype] = {2: np.dtype("<u2"), 4: np.dtype("<u4"), 8: np.dtype("<i8")}
+    lay = layout or F.columns_layout(payload)
+    n, pattern = lay.n, lay.pattern
     raw = np.frombuffer(payload, np.uint8)
     # a frame lies anywhere in the file: unaligned columns copy ~50x slower (the address
     # from the array interface: ``raw.ctypes`` would import ctypes on a first read)
     if raw.__array_interface__["data"][0] % 8:
         raw = raw.copy()
-    at = F.COLUMNS_HEAD.size
-    value = raw[at : at + 8 * n].view("<f8")
-    at += 8 * n
-    steps = raw[at : at + step_w * n].view(width[step_w])
-    at += step_w * n
-    step = steps if step_w == 8 else np.add(steps, np.int64(step_base), dtype=np.int64)
-    ms = raw[at : at + ms_w * n].view(width[ms_w])
-    at += ms_w * n
-    if ms_w != 4:
-        ms = np.add(ms, np.uint32(ms_base), dtype=np.uint32)
-    tags = raw[at:]
+
+    def column(c: F.Column) -> np.ndarray:
+        return raw[c.start : c.stop].view("<" + c.code)
+
+    value = column(lay.value)
+    step = column(lay.step)
+    if lay.step.width != 8:
+        step = np.add(step, np.int64(lay.step.base), dtype=np.int64)
+    ms = column(lay.ms)
+    if lay.ms.width != 4:
+        ms = np.add(ms, np.uint32(lay.ms.base), dtype=np.uint32)
+    ids = column(lay.tag)
     if pattern:
-        ids = tags.view("<u4")
         tag = np.full(n, ids[0], np.uint32) if pattern == 1 else np.tile(ids, -(-n // pattern))[:n]
     else:
-        tag = tags.view(width[tag_w]).astype(np.uint32)
+        tag = ids.astype(np.uint32)
     return {"step": step, "value": value, "tag": tag, "ms": ms}
 
 
 def _records_of_columns(payload: memoryview) -> memoryview:
-    """The POINT records of a COLUMNS payload (``F.columns_head``), decoded with numpy
+    """The POINT records of a COLUMNS payload (``F.columns_layout``), decoded with numpy
     in a few vector operations (~10x the standard library's ``F.decode_columns``).
 
     Raises:
