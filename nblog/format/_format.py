@@ -18,20 +18,22 @@ Frame (16-byte header, then ``length`` payload bytes)::
     hcrc    u32  zlib.crc32 of the first 12 header bytes
 
 Point records (POINTS frames, 24 bytes each) are written as COLUMNS frames since
-version 2: the same records column by column (``encode_columns``); readers turn them
-back into POINTS payloads (``decode_columns``, or numpy in ``_logfile``).
+version 2: the same records column by column (``encode_columns``). Where each column
+lies is said in one place, ``columns_layout`` (the order: ``COLUMN_ORDER``), and every
+decoder reads it there: ``decode_columns`` here (standard library), numpy and Arrow in
+``nblog.reader`` (``_logfile``, ``_columns_read``).
 
 The header checksum lets a reader tell a torn tail (a valid header whose payload
 runs past the end of the file: "not written yet") from corruption (a header that
-fails its checksum: skip ahead to the next ``NBF``).
+fails its checksum: skip ahead to the next ``NBF``). This module writes frames; the one
+walk that finds them again, for every reader, is ``_walk``.
 
 Damage is bounded by design: a frame holds at most ``FRAME_POINTS_MAX`` points
 (``point_frames``), so one damaged byte costs at most that many points of one rank, and
 the frames every later record depends on (the session header, tag definitions:
 ``DOUBLED_FRAMES``) are written twice in a row, so one damaged byte costs none of them.
 
-This module imports only the standard library; bulk decoding with numpy lives in
-``_logfile``.
+This module imports only the standard library.
 """
 
 from __future__ import annotations

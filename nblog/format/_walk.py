@@ -7,7 +7,7 @@ module reads the framing, once, for every reader:
 
 - **The file header.** :func:`file_version`: the version of a file header this reader
   knows (magic, a version it reads, reserved flags 0); :func:`newer_version`: one of a
-  newer format (refused). A damaged file header must not cost the whole file: it is
+  newer format (refused); :func:`header_version`: the version field as it stands. A damaged file header must not cost the whole file: it is
   read past when the session header after it names a format this reader knows
   (:func:`named_version`; both rules together: :func:`readable_version`).
 - **The frame walk.** :func:`frame_heads` goes from frame header to frame header; bytes
@@ -27,7 +27,7 @@ Who takes what: ``nblog.reader``'s ``LogFile`` (every reader of a whole log) tak
 :func:`walk` and the file-header rules; the last-step scan (``_steps``) and the summary
 of a resumed session (``nblog.write._session``) take :func:`frames` and
 :func:`readable_version`; :func:`read_header` serves ``nb ls``, the session history of
-a resume and the sidecar checks. Standard library only.
+a resume and the sidecar checks (with :func:`header_version`). Standard library only.
 """
 
 from __future__ import annotations
