@@ -24,16 +24,20 @@ Where a scalar goes, wing by wing:
   (about 13 bytes a point) and hands them to the OS.
   ``_lifecycle`` ends the session on exit, signals and fork; ``_console`` captures output.
 - ``format/``: the on-disk contract. ``_format`` **frames** the records (header,
-  checksums, record kinds), ``_runfile`` is ``run.json`` and the file names of a run
-  folder, ``_pack`` the media pack, ``_names`` the rules for names that become paths.
+  checksums, record kinds; ``columns_layout``: where each column of a COLUMNS frame
+  lies), ``_walk`` finds the frames again for every reader (file header, frame walk,
+  torn tails), ``_runfile`` is ``run.json`` and the file names of a run folder,
+  ``_pack`` the media pack, ``_names`` the rules for names that become paths.
 - ``media/``: images, histograms, audio and figures, checked and copied on the caller's
   thread (``_media_input``), encoded on the writer thread (``_media_encode``) into the pack.
 - ``system/``: the system-metrics sampler (``_system``) and NVIDIA GPUs (``_nvml``).
 - ``reader/`` (public: ``nblog.reader``): ``_catalog`` **finds** runs, ``_rankfiles`` a
   rank's session files in order (new sessions, the hiding rule, following), ``_logfile``
-  **decodes** an event log incrementally (``_reader``: ``RunReader``, whole frames;
-  ``_live``: the TUI's growing series; ``_tail``: ``nb tail``), with export, diff,
-  summaries (``_stragglers``: the one straggler rule) and import.
+  **decodes** an event log incrementally (the frames ``format/_walk`` finds; the columns
+  where ``columns_layout`` says, with numpy, or with Arrow in ``_columns_read``);
+  ``_reader``: ``RunReader``, whole frames; ``_live``: the TUI's growing series;
+  ``_tail``: ``nb tail``; with export, diff, summaries (``_stragglers``: the one
+  straggler rule) and import.
 - ``nbcli`` (a separate package) **draws**: ``nb`` commands, the TUI (``nbcli/tui``,
   its display maths (smoothing, downsampling, bands for every viewer) in ``nbcli/series``) and ``nb report``.
 - Here at the top: the public names, the errors (``_errors``), the one logger (``_log``),
