@@ -23,10 +23,11 @@ from functools import wraps
 from .. import _log as log
 from .._errors import StrictModeError
 from ..format import _format as F
-from ..media._media import MediaMixin, MediaSink, _figure_noop
+from ..media._media import MediaLog, MediaSink, figure_noop
 from ._device import DEVICE_TENSOR as _DEVICE_TENSOR
 from ._device import capture as _capture
 from ._device import kind as _tensor_kind
+from ._run_media import MediaCalls, RunMediaHost
 from ._writer import Writer
 
 TYPE_CHECKING = False  # typing is not imported: `import nblog` stays light
@@ -158,7 +159,7 @@ class Timer:
         return timed
 
 
-class Run(MediaMixin):
+class Run(MediaCalls):
     """One process's handle on a run; returned by :func:`nblog.init`.
 
     Attributes:
@@ -179,6 +180,11 @@ class Run(MediaMixin):
 
     After :meth:`finish`, logging calls do nothing: the first one warns once (naming
     the call), and raises ``StrictModeError`` with ``NB_STRICT=1``.
+
+    The media calls (:meth:`add_image`, :meth:`add_images`, :meth:`add_histogram`,
+    :meth:`add_audio`, :meth:`add_figure`) are ``nblog.media``'s (``MediaLog``): a
+    step of None is the current step, without advancing the counter; only rank 0
+    logs them; encoding happens in the writer thread, into ``media.r0.pack``.
     """
 
     def __init__(
@@ -223,7 +229,7 @@ class Run(MediaMixin):
         # the current step: the last one given to or counted by add_scalar; None until
         # then, so a timer or text before a resumed session's first step waits for it
         # instead of landing at step 0 (which would hide the whole earlier curve)
-        self._step = None
+        self._step: int | None = None
         self._deferred: list = []
         # the next step used when add_scalar gets no step: a resumed session's starts
         # after the run's last step (_resume_step), so nothing earlier is hidden
@@ -233,8 +239,10 @@ class Run(MediaMixin):
         self._texts: list = []
         self._media: list = []
         self._media_tids: dict[str, int] = {}
+        media_host = RunMediaHost(self)  # all that nblog.media sees of this run
+        self._media_log = MediaLog(media_host)  # the media calls (add_image...) hand their arguments to it
         # encodes media and writes the media pack, in the writer thread
-        self._media_sink = MediaSink(self) if is_logging and run_dir is not None and make_writer is not None else None
+        self._media_sink = MediaSink(media_host) if is_logging and run_dir is not None and make_writer is not None else None
         self._tag_defs: list = []
         self._next_tid = itertools.count().__next__
         self._tids: dict[str, int] = {}
@@ -847,7 +855,7 @@ class Run(MediaMixin):
 
         for name in ("add_scalar", "add_text", "add_image", "add_images", "add_histogram", "add_audio"):
             bind(name, _noop)
-        bind("add_figure", _figure_noop)  # still closes the figure
+        bind("add_figure", figure_noop)  # still closes the figure
         bind("timer", lambda *a, **k: _NO_TIMER)
 
     def _after_finish(self, name: str) -> None:
@@ -1036,10 +1044,7 @@ class Run(MediaMixin):
         if self._strict:
             raise StrictModeError(f"nblog: {message} (tag {tag!r}); raised (strict mode, NB_STRICT=1), "
                                   "the point is not stored", tag=tag)
-        if self._writer is not None:
-            self._writer.dropped[counter] += 1
-        else:
-            self._dropped_before_writer[counter] = self._dropped_before_writer.get(counter, 0) + 1
+        self._count(counter)
         try:
             key = (_call_site(), repr(tag)[:200])
         except Exception:
@@ -1047,6 +1052,16 @@ class Run(MediaMixin):
         if key not in self._warned:
             self._warned.add(key)
             log.warning("nblog: %s (tag %.200r at %s); the point is skipped", message, tag, key[0])
+
+    def _count(self, counter: str, n: int = 1) -> None:
+        """Count ``n`` dropped items in the session's ``counter`` (written in its END
+        record); held until this rank's writer exists."""
+        writer = self._writer
+        if writer is not None:
+            writer.dropped[counter] += n
+        else:
+            held = self._dropped_before_writer
+            held[counter] = held.get(counter, 0) + n
 
     def _internal(self, err: Exception) -> None:
         self._warn_once(("internal", type(err)), f"nblog: internal error, point skipped: {err!r}")
