@@ -43,7 +43,6 @@ def _highest_step(run: Run) -> int | None:
     return run._current_step()
 
 
-
 def _written_step(writer: Writer | None, step: int | None) -> int | None:
     """The highest step ``writer`` has written to the event log (at least ``step``, the
     first step it is writing now; None: none yet), for run.json's ``last_step`` while the
@@ -53,7 +52,6 @@ def _written_step(writer: Writer | None, step: int | None) -> int | None:
     if step is None:
         return high
     return step if high is None or step > high else high
-
 
 
 def make_run(*, project: str, name: str | None, rid: str, run_dir: str, ranks: RankInfo, runfile: RunFile | None,

@@ -78,7 +78,6 @@ def make_run_dir(project_dir: str, rid: str, how: str, *, resume: str | None, na
     raise FileExistsError(f"nblog: could not find a free run id in {project_dir}")
 
 
-
 def remove_empty(run_dir: str, project_dir: str | None) -> None:
     """Remove the run folder this init created (and the project folder, if this init
     created it too), each only if empty."""
@@ -91,7 +90,6 @@ def remove_empty(run_dir: str, project_dir: str | None) -> None:
             return
 
 
-
 def _why_unwritable(path: str) -> str:
     """The likely reason ``os.access`` refused to write in ``path``."""
     try:
@@ -100,7 +98,6 @@ def _why_unwritable(path: str) -> str:
     except (OSError, AttributeError):
         pass
     return "permission denied: check its owner, mode and attributes"
-
 
 
 #: The first poll of a non-zero rank waiting for rank 0 comes after this many seconds;
@@ -119,13 +116,11 @@ def _random() -> float:
     return int.from_bytes(os.urandom(4), "little") / 4294967296
 
 
-
 def wait_cap(world_size: int) -> float:
     """The longest pause between two polls: 0.5 s up to 128 ranks, growing with the job
     to 10 s from 2,560 ranks on, so that 8,192 ranks waiting make about 8,192 / 7.5 polls
     a second in all (a poll is 5 calls before run.json appears, 1 after)."""
     return min(10.0, max(0.5, world_size / 256))
-
 
 
 def wait_for(run_dir: str, wait_s: float, launch: dict[str, str], *, world_size: int = 1,
@@ -179,7 +174,6 @@ def wait_for(run_dir: str, wait_s: float, launch: dict[str, str], *, world_size:
         delay = min(delay * WAIT_GROWTH, cap)
 
 
-
 def wait_for_rank0(run_dir: str, wait_s: float, launch: dict[str, str], *, rank: int,
                    world_size: int) -> dict | None:
     """:func:`wait_for` as ``init`` calls it on rank ``rank``: run.json's content once
@@ -229,7 +223,6 @@ def _listed(path: str, known: set[str]) -> bool:
                 _look_up_again(child)
             known.add(child)
     return True
-
 
 
 def _look_up_again(folder: str) -> None:

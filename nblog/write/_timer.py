@@ -2,9 +2,9 @@
 
 ``__enter__`` reads ``time.perf_counter``; ``__exit__`` packs one point (tag = the
 timer's name in the timer table, value = seconds) into the run's points buffer at the
-timer's step or the run's current step, in the caller's thread (~1 µs the pair). Before
-this session knows a step the point waits for it (``Scalars._defer``). Where the rank
-does not time, :meth:`nblog.Run.timer` returns :data:`NO_TIMER`, a reusable no-op.
+timer's step or the run's current step, in the caller's thread. Before this session
+knows a step the point waits for it (``Scalars._defer``). Where the rank does not
+time, :meth:`nblog.Run.timer` returns :data:`NO_TIMER`, a reusable no-op.
 """
 
 from __future__ import annotations
@@ -40,7 +40,6 @@ class NoTimer:
 
     def __call__(self, fn: Callable) -> Callable:
         return fn
-
 
 
 NO_TIMER = NoTimer()
