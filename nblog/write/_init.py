@@ -28,7 +28,6 @@ from ..format._runfile import (
 )
 from . import _lifecycle
 from ._launch import RankInfo, detect_ranks
-from ._make_run import make_run, restart_counts
 from ._resume_step import resume_step
 from ._run import Run
 from ._rundir import WAIT_FIRST_S as WAIT_FIRST_S
@@ -201,6 +200,9 @@ def init(
     if meta is None:  # warned
         return _inert(project, run_name, rid, None, ranks, config_json, settings)
     session, step_start = _rank_session(run_dir, ranks.rank, launch, meta)
+    # imported here, not with nblog: `import nblog` (the nb command) needs none of it
+    from ._make_run import make_run
+
     run = make_run(
         project=project, name=run_name, rid=rid, run_dir=run_dir, ranks=ranks, runfile=None,
         config=config_json, settings=settings, host=host, env=env, job_id=job_id,
@@ -294,6 +296,8 @@ def _rank_session(run_dir: str, rank: int, launch: dict[str, str], known: dict |
 def _open_rank0(project: str, name: str | None, rid: str, how: str, job_id: str | None, job_source: str | None,
                 project_dir: str, ranks: RankInfo, config: dict, settings: Settings, host: str,
                 env: Mapping[str, str]) -> Run:
+    from ._make_run import make_run, restart_counts  # as in init
+
     made_project = make_project_dir(project_dir)
     run_dir, rid, exists = make_run_dir(project_dir, rid, how, resume=settings.resume, name=name,
                                         job_id=job_id, job_source=job_source)

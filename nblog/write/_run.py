@@ -14,7 +14,8 @@ The rest of Run is one concern a module, each a base class of Run:
   at which failures and alerts are recorded);
 - ``_checks``: checks, rejections and strict mode (bad input warned once per call
   site and counted; ``NB_STRICT=1`` raises);
-- ``_failures``: uncaught exceptions recorded in the event log and the run folder;
+- ``_failures``: uncaught exceptions recorded in the event log and the run folder
+  (imported with the first one);
 - ``_run_media``: the media calls, handed to ``nblog.media`` through its interface;
 - ``_timer``: the :class:`Timer` that ``timer`` returns.
 
@@ -33,7 +34,6 @@ from .._errors import StrictModeError
 from ..format import _format as F
 from ..media._media import MediaLog, MediaSink, figure_noop
 from ._checks import STEP_END as _STEP_END
-from ._failures import Failures
 from ._run_media import MediaCalls, RunMediaHost
 from ._scalars import Scalars
 from ._timer import NO_TIMER as _NO_TIMER
@@ -68,7 +68,7 @@ def _noop_scalar(tag: object = None, value: object = None, step: object = None, 
     costs no ``**kwargs`` dict (a ``step=`` call: ~60 ns against ~130 ns)."""
 
 
-class Run(Scalars, Failures, MediaCalls):
+class Run(Scalars, MediaCalls):
     """One process's handle on a run; returned by :func:`nblog.init`.
 
     Attributes:
@@ -137,7 +137,7 @@ class Run(Scalars, Failures, MediaCalls):
         self._init_checks(strict)  # _checks
         self._init_tags(step_start)  # _tags: tag ids, highest steps, the current step
         self._init_scalars()  # _scalars: the points buffer and the dict-block cache
-        self._init_failures()  # _failures
+        self._failure: dict | None = None  # the uncaught exception recorded (_failures; run.json keeps it)
         self._texts: list = []
         self._media: list = []
         media_host = RunMediaHost(self)  # all that nblog.media sees of this run
@@ -462,6 +462,19 @@ class Run(Scalars, Failures, MediaCalls):
 
     def __repr__(self) -> str:
         return f"<nblog.Run id={self.id!r} rank={self.rank} session={self.session} dir={self.dir!r}>"
+
+    def _log_failure(self, exc_type: type[BaseException], exc: BaseException | None,
+                     tb: TracebackType | None, thread: str | None = None) -> None:
+        """Record an uncaught exception in this rank's event log and the run folder
+        (:func:`nblog.write._failures.log_failure`; ``thread``: the name of the thread it
+        ended, None for the main one). The module is imported with the first failure;
+        never raises."""
+        try:
+            from ._failures import log_failure
+        except ImportError as err:  # an interpreter shutting down
+            self._internal(err)
+            return
+        log_failure(self, exc_type, exc, tb, thread)
 
     def _ensure_writer(self) -> bool:
         """Make this rank's writer (its event log) if there is none yet; False where
