@@ -6,7 +6,8 @@ construction (the no-op bindings of a rank that does not log, chosen once here),
 follows it (a logging call after ``finish`` warns once, then costs an empty call),
 the context manager, pickling (an inert copy) and fork (the child goes inert).
 
-The rest of Run is one concern a module, each a base class of Run:
+The rest of Run is one concern a module (``Run`` derives from ``Scalars(Tags(Checks))``
+and ``MediaCalls``; ``_failures`` and ``_timer`` are called):
 
 - ``_scalars``: the hot path of ``add_scalar`` and its dict-block cache (~1 µs a call
   on rank 0), timer points and text held until a step is known, system points;
