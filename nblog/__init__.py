@@ -16,9 +16,10 @@ polars when first used. The file format: ``man nb-format``; the rest: the README
 Where a scalar goes, wing by wing:
 
 - ``write/``: ``init`` (``_init``) finds the launch identity (``_launch``: rank, world
-  size, machine), the run id (``_runid``), the settings, and the session history of a
-  resumed run (``_session``). ``Run.add_scalar`` (``_run``) **packs** the point into a
-  24-byte record in memory (a dict whose key set repeats: one block for the whole dict; a
+  size, machine), the run id (``_runid``), the settings, the run folder (``_rundir``) and
+  the session history of a resumed run (``_session``). ``Run.add_scalar`` (``_scalars``;
+  the rest of ``Run`` is ``_run`` and a module a concern beside it) **packs** the point into
+  a 24-byte record in memory (a dict whose key set repeats: one block for the whole dict; a
   tensor on a GPU: a copy queued without a sync, ``_device``); the writer thread
   (``_writer``) splits blocks, converts device values, encodes the points as COLUMNS frames
   (about 13 bytes a point) and hands them to the OS.
