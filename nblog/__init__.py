@@ -16,28 +16,33 @@ polars when first used. The file format: ``man nb-format``; the rest: the README
 Where a scalar goes, wing by wing:
 
 - ``write/``: ``init`` (``_init``) finds the launch identity (``_launch``: rank, world
-  size, machine), the run id (``_runid``), the settings, and the session history of a
-  resumed run (``_session``). ``Run.add_scalar`` (``_run``) **packs** the point into a
-  24-byte record in memory (a dict whose key set repeats: one block for the whole dict; a
+  size, machine), the run id (``_runid``), the settings, the run folder (``_rundir``) and
+  the session history of a resumed run (``_session``). ``Run.add_scalar`` (``_scalars``;
+  the rest of ``Run`` is ``_run`` and a module a concern beside it) **packs** the point into
+  a 24-byte record in memory (a dict whose key set repeats: one block for the whole dict; a
   tensor on a GPU: a copy queued without a sync, ``_device``); the writer thread
   (``_writer``) splits blocks, converts device values, encodes the points as COLUMNS frames
   (about 13 bytes a point) and hands them to the OS.
   ``_lifecycle`` ends the session on exit, signals and fork; ``_console`` captures output.
 - ``format/``: the on-disk contract. ``_format`` **frames** the records (header,
-  checksums, record kinds), ``_runfile`` is ``run.json``, ``_filenames`` the names of a
-  run folder's files, ``_filesafety`` how every file is created and replaced (exclusive
-  create, atomic replace, no symbolic link), ``_pack`` the media pack, ``_names`` the
-  rules for names that become paths.
+  checksums, record kinds; ``columns_layout``: where each column of a COLUMNS frame
+  lies), ``_walk`` finds the frames again for every reader (file header, frame walk,
+  torn tails), ``_runfile`` is ``run.json``, ``_filenames`` the names of a run folder's
+  files, ``_filesafety`` how every file is created and replaced (exclusive create, atomic
+  replace, no symbolic link), ``_pack`` the media pack, ``_names`` the rules for names
+  that become paths.
 - ``media/``: images, histograms, audio and figures, checked and copied on the caller's
   thread (``_media_input``), encoded on the writer thread (``_media_encode``) into the pack.
 - ``system/``: the system-metrics sampler (``_system``) and NVIDIA GPUs (``_nvml``).
 - ``reader/`` (public: ``nblog.reader``): ``_catalog`` **finds** runs, ``_rankfiles`` a
   rank's session files in order (new sessions, the hiding rule, following), ``_logfile``
-  **decodes** an event log incrementally (``_reader``: ``RunReader``, whole frames;
-  ``_live``: the TUI's growing series; ``_tail``: ``nb tail``), with export, diff,
-  summaries (``_stragglers``: the one straggler rule).
+  **decodes** an event log incrementally (the frames ``format/_walk`` finds; the columns
+  where ``columns_layout`` says, with numpy, or with Arrow in ``_columns_read``);
+  ``_reader``: ``RunReader``, whole frames; ``_live``: the TUI's growing series;
+  ``_tail``: ``nb tail``; with export, diff, summaries (``_stragglers``: the one
+  straggler rule) and import.
 - ``nbcli`` (a separate package) **draws**: ``nb`` commands, the TUI (``nbcli/tui``,
-  its display maths in ``nbcli/tui/series.py``) and ``nb report``.
+  its display maths (smoothing, downsampling, bands for every viewer) in ``nbcli/series``) and ``nb report``.
 - Here at the top: the public names, the errors (``_errors``), the one logger (``_log``),
   the version (``_version``; these three are leaves that import nothing of nblog),
   ``tensorboard/`` (a ``SummaryWriter`` look-alike, tfevents export and import) and

@@ -89,7 +89,7 @@ def _draw_tag(ax: Axes, tag: str, frames: Frames, x: str, rank_label: str, bucke
     import numpy as np
     import polars as pl
 
-    from ..report import _series as S
+    from .. import series as S
 
     steps = np.concatenate([f["x"].to_numpy() for _i, _id, f, _raw in frames])
     grid = S.make_grid(steps, buckets_max)  # along steps: ranks are compared at the same steps
@@ -298,7 +298,7 @@ def plot(
     from nblog import RunReader
     from nblog.reader import write_output
 
-    from ..report import _series as S
+    from .. import series as S
 
     readers = [RunReader(r, root) for r in runs]
     rank_label = "" if rank is None else f" (rank {rank})"

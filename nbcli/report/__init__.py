@@ -1,6 +1,6 @@
-"""``nb report``'s page: data from runs (:mod:`._data`, with :mod:`._series` for long
-series) and one self-contained HTML file (:mod:`._html`). ``nb plot`` shares
-:mod:`._series` (smoothing, buckets, bands across ranks)."""
+"""``nb report``'s page: data from runs (:mod:`._data`, with :mod:`nbcli.series` for long
+series: buckets, bands across ranks) and one self-contained HTML file (:mod:`._html`).
+``nb plot`` and the TUI draw from the same :mod:`nbcli.series`."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The data of ``nb report``: what the page shows, read from runs and made small.
 
 One concern: from :class:`nblog.RunReader` objects to one JSON-able dict (``build``).
-Long series go through :mod:`._series` (min/max buckets); timers become a rank × step
+Long series go through :mod:`nbcli.series` (min/max buckets); timers become a rank × step
 grid with the stragglers of the ``nb timers`` rule; system metrics are grouped per
 machine and per metric (one line per GPU); text and image thumbnails are bounded.
 The HTML around it is :mod:`._html`'s.
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
-from . import _series as S
+from .. import series as S
 
 if TYPE_CHECKING:
     from nblog import RunReader

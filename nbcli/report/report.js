@@ -8,6 +8,7 @@
   var charts = [];  // {def, make, u}: rebuilt when log-y or the width changes
   window.nbCharts = charts;  // for tests and for the console
   window.nbData = DATA;
+  window.nbSmooth = ema;  // the smoothing rule (defined below), for tests and for the console
 
   function el(tag, props) {
     var e = document.createElement(tag);
@@ -74,13 +75,16 @@
         el("span", { cls: "less", text: "show less" })),
       el("div", { cls: "full", text: text })));
   }
-  /* debiased exponential moving average over the non-null values (TensorBoard's slider) */
+  /* the smoothing rule of every viewer (nbcli/series/_smooth.py): TensorBoard's debiased
+     exponential moving average; a missing (null) or non-finite value does not move the
+     average and keeps its own value */
   function ema(a, w) {
     if (!w || !a) return a;
     var out = new Array(a.length), num = 0, den = 0;
     for (var i = 0; i < a.length; i++) {
       var v = a[i];
-      if (v == null) { out[i] = null; continue; }
+      if (v == null) { out[i] = null; continue; }  // an empty bucket
+      if (!isFinite(v)) { out[i] = v; continue; }
       num = num * w + v; den = den * w + 1; out[i] = num / den;
     }
     return out;

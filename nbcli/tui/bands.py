@@ -1,6 +1,6 @@
 """The "all ranks" plot of one tag: median line, min–max band, outlying rank.
 
-The band and the outlier rule are :func:`nbcli.report._series.band` (the one nb plot
+The band and the outlier rule are :func:`nbcli.series.band` (the one nb plot
 and nb report use): the median across ranks of each rank's bucket mean, the min of the
 mins and the max of the maxes, and the rank farthest from the median relative to the
 band's width. This module only turns the TUI's live :class:`~nblog.reader._live.Series` into
@@ -32,8 +32,8 @@ def ranks_band_spec(title: str, per_rank: dict[int, Series], buckets: int, *, lo
     """
     import polars as pl  # the TUI pays for polars only when a band is asked for
 
-    from ..report._series import band, make_grid
-    from ..report._series import buckets as per_bucket
+    from ..series import band, make_grid
+    from ..series import buckets as per_bucket
 
     have = {r: s for r, s in per_rank.items() if len(s)}
     spec = PlotSpec(title=title, axis="step", logy=logy, yunit=unit)

@@ -1,7 +1,7 @@
 """Runs grouped by a config key (``g`` in the runs screen, ``nb tui --group KEY``):
 per tag, each group's mean over its runs with the min–max band of those runs.
 
-The buckets and the band are :mod:`nbcli.report._series` (the ones nb plot and nb
+The buckets and the band are :mod:`nbcli.series` (the ones nb plot and nb
 report use), with the group's runs in place of a run's ranks; the line is the mean of
 the runs' bucket means (Aim's seed groups), drawn with the band's min and max as two
 faint lines of the group's colour, which keeps overlapping groups apart in a terminal.
@@ -53,8 +53,8 @@ def groups_spec(title: str, key: str, groups: dict[str, list[Series]], buckets: 
     """
     import polars as pl  # only when groups are drawn
 
-    from ..report._series import band, make_grid
-    from ..report._series import buckets as per_bucket
+    from ..series import band, make_grid
+    from ..series import buckets as per_bucket
 
     # short: the legend (one entry per group) shares the title's row
     spec = PlotSpec(title=f"{title} by {key}", axis="step")

@@ -1,6 +1,6 @@
 """Turn full-resolution series into small :class:`PlotSpec` objects (off the UI thread).
 
-The data logic (EMA, min/max downsampling, bands) is ``nbcli.tui.series``; this module
+The data logic (EMA, min/max downsampling, bands) is :mod:`nbcli.series`; this module
 only decides what to draw: the faint raw curve under the smoothed one, markers for
 non-finite values, session boundaries, the note that says a line was downsampled; and
 the first plot of a long run from its envelope sidecars (:func:`envelope_spec`).
@@ -14,14 +14,14 @@ import numpy as np
 
 from nblog.reader import Envelope, Series, plural
 
-from .series import (
+from ..series import (
     Decimator,
     EmaState,
-    band,
     ema,
     minmax_indices,
-    nonfinite,
+    nonfinite_indices,
     per_step_totals,
+    step_band,
 )
 from .text import fmt_compact
 from .widgets.plot import FAINT, PALETTE, Fill, Line, PlotSpec
@@ -55,7 +55,7 @@ class _Grow:
 
 class _Curves:
     """Display state of one series, extended as points are appended: smoothed
-    values, log10 values, one :class:`~nbcli.tui.series.Decimator` per curve, where the
+    values, log10 values, one :class:`~nbcli.series.Decimator` per curve, where the
     non-finite values and the session starts are."""
 
     def __init__(self, rebuilt: int, weight: float, buckets: int):
@@ -80,7 +80,7 @@ class _Curves:
         for curve, g in self.logs.items():
             g.extend(_log10(self.y(s, curve, False)[n0:n]))
         self.nonpos += int(np.count_nonzero(np.isfinite(new) & (new <= 0)))
-        for kind, where in nonfinite(new).items():
+        for kind, where in nonfinite_indices(new).items():
             if len(where):
                 self.bad[kind].append(where + n0)
         sess = s.session
@@ -239,7 +239,7 @@ def band_spec(title: str, per_rank: dict[int, Series], buckets: int,
     if not totals:
         spec.message = "no timings"
         return spec, None
-    b = band(totals)
+    b = step_band(totals)
     idx = minmax_indices(b.hi, buckets)
     idx_lo = minmax_indices(b.lo, buckets)
     both = np.union1d(idx, idx_lo)

@@ -18,20 +18,22 @@ Frame (16-byte header, then ``length`` payload bytes)::
     hcrc    u32  zlib.crc32 of the first 12 header bytes
 
 Point records (POINTS frames, 24 bytes each) are written as COLUMNS frames since
-version 2: the same records column by column (``encode_columns``); readers turn them
-back into POINTS payloads (``decode_columns``, or numpy in ``_logfile``).
+version 2: the same records column by column (``encode_columns``). Where each column
+lies is said in one place, ``columns_layout`` (the order: ``COLUMN_ORDER``), and every
+decoder reads it there: ``decode_columns`` here (standard library), numpy and Arrow in
+``nblog.reader`` (``_logfile``, ``_columns_read``).
 
 The header checksum lets a reader tell a torn tail (a valid header whose payload
 runs past the end of the file: "not written yet") from corruption (a header that
-fails its checksum: skip ahead to the next ``NBF``).
+fails its checksum: skip ahead to the next ``NBF``). This module writes frames; the one
+walk that finds them again, for every reader, is ``_walk``.
 
 Damage is bounded by design: a frame holds at most ``FRAME_POINTS_MAX`` points
 (``point_frames``), so one damaged byte costs at most that many points of one rank, and
 the frames every later record depends on (the session header, tag definitions:
 ``DOUBLED_FRAMES``) are written twice in a row, so one damaged byte costs none of them.
 
-This module imports only the standard library; bulk decoding with numpy lives in
-``_logfile``.
+This module imports only the standard library.
 """
 
 from __future__ import annotations
@@ -41,8 +43,9 @@ import math
 import struct
 import sys
 import zlib
+from typing import NamedTuple  # loaded by `import nblog` anyway (the writer's own modules)
 
-TYPE_CHECKING = False  # typing is not imported: `import nblog` stays light
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -148,17 +151,60 @@ def block_tids(buf: bytes | bytearray | memoryview, at: int) -> tuple[int, ...]:
     return (words[2], words[3], *rest)
 
 
-# A COLUMNS payload: this head, then the n values (f64), the steps, the milliseconds,
-# the tag ids. Steps of 2 or 4 bytes are their low bits (the rest: step_base, whose
-# low bits are zero); 8 bytes: the steps themselves (step_base 0). Milliseconds of 2
-# bytes: low bits (ms_base holds the high 16); 4 bytes: themselves. Tags: when
-# pattern > 0, ``pattern`` u32 ids repeated from the first record on (record i has id
-# i mod pattern); else tag_width (2 or 4) bytes each.
+# A COLUMNS payload: this head, then the columns of COLUMN_ORDER: the n values (f64),
+# the steps, the milliseconds, the tag ids. Steps of 2 or 4 bytes are their low bits
+# (the rest: step_base, whose low bits are zero); 8 bytes: the steps themselves
+# (step_base 0). Milliseconds of 2 bytes: low bits (ms_base holds the high 16); 4 bytes:
+# themselves. Tags: when pattern > 0, ``pattern`` u32 ids repeated from the first record
+# on (record i has id i mod pattern); else tag_width (2 or 4) bytes each.
 # n, pattern, tag_width, step_width, ms_width, 0, step_base, ms_base; 32 bytes (the
 # values after it stay 8-byte aligned)
 COLUMNS_HEAD = struct.Struct("<IIBBBBqI8x")
+#: The columns of a COLUMNS payload in the order they follow its head. The writer
+#: (``encode_columns``) and every reader (through ``columns_layout``) take the order from
+#: here: a format that orders them otherwise changes this tuple alone.
+COLUMN_ORDER = ("value", "step", "ms", "tag")
 _LITTLE = sys.byteorder == "little"
 _CODES = {2: "H", 4: "I", 8: "q"}  # struct codes of the column widths
+
+
+class Column(NamedTuple):
+    """One column of a COLUMNS payload, as :func:`columns_layout` finds it.
+
+    Attributes:
+        start, stop: its bytes, ``payload[start:stop]``.
+        width: bytes an item (2, 4 or 8).
+        code: the ``struct`` code of an item, little-endian: "d" (f64), "H" (u16),
+            "I" (u32), "q" (i64). numpy's dtype is ``"<" + code``.
+        base: added to each item to give the field (the high bits of steps and
+            milliseconds stored in 2 or 4 bytes); 0 where the items are the fields.
+    """
+
+    start: int
+    stop: int
+    width: int
+    code: str
+    base: int
+
+
+class ColumnsLayout(NamedTuple):
+    """Where the columns of one COLUMNS payload lie: the one description of the layout
+    that the standard-library, numpy and Arrow decoders all read (:func:`columns_layout`).
+
+    Attributes:
+        n: records in the frame.
+        pattern: 0, or the period of the tag ids: ``tag`` then holds ``pattern`` u32
+            ids and record ``i`` has id ``tag[i % pattern]``.
+        value, step, ms, tag: the columns (:class:`Column`); ``step`` and ``ms`` have
+            ``n`` items, ``tag`` has ``n`` (or ``pattern``), ``value`` ``n`` f64.
+    """
+
+    n: int
+    pattern: int
+    value: Column
+    step: Column
+    ms: Column
+    tag: Column
 
 
 def _uniform(col: memoryview) -> bool:
@@ -170,29 +216,30 @@ def _uniform(col: memoryview) -> bool:
 def encode_columns(records: bytes | memoryview) -> bytes | None:
     """A COLUMNS payload holding the POINT records ``records`` (in order), or None
     where it cannot be made here (a big-endian machine: write POINTS). No loop per
-    point: strided views of the records, copied in C."""
+    point: strided views of the records, copied in C; the columns in
+    :data:`COLUMN_ORDER`."""
     n = len(records) // POINT_SIZE
     if not _LITTLE or not n or len(records) % POINT_SIZE:
         return None
     view = memoryview(records)
     q, u, h = view.cast("q"), view.cast("I"), view.cast("H")
-    parts: list[bytes] = [b"", view.cast("d")[1::3].tobytes()]
+    cols = {"value": view.cast("d")[1::3].tobytes()}
     base = q[0]
     if base >= 0 and _uniform(u[1::6]) and _uniform(h[1::12]):
         step_w, step_base = 2, base & ~0xFFFF
-        parts.append(h[0::12].tobytes())
+        cols["step"] = h[0::12].tobytes()
     elif base >= 0 and _uniform(u[1::6]):
         step_w, step_base = 4, base & ~0xFFFFFFFF
-        parts.append(u[0::6].tobytes())
+        cols["step"] = u[0::6].tobytes()
     else:
         step_w, step_base = 8, 0
-        parts.append(q[0::3].tobytes())
+        cols["step"] = q[0::3].tobytes()
     if _uniform(h[11::12]):
         ms_w, ms_base = 2, u[5] & 0xFFFF0000
-        parts.append(h[10::12].tobytes())
+        cols["ms"] = h[10::12].tobytes()
     else:
         ms_w, ms_base = 4, 0
-        parts.append(u[5::6].tobytes())
+        cols["ms"] = u[5::6].tobytes()
     tids = u[4::6].tobytes()
     at = tids.find(tids[:4], 4)
     while at > 0 and at % 4:
@@ -201,17 +248,24 @@ def encode_columns(records: bytes | memoryview) -> bytes | None:
     tag_w = 2 if _uniform(h[9::12]) and h[9] == 0 else 4
     if 4 * period < tag_w * n and tids[4 * period :] == tids[: -4 * period]:
         tag_w, pattern = 0, period
-        parts.append(tids[: 4 * period])
+        cols["tag"] = tids[: 4 * period]
     else:
         pattern = 0
-        parts.append(h[8::12].tobytes() if tag_w == 2 else tids)
-    parts[0] = COLUMNS_HEAD.pack(n, pattern, tag_w, step_w, ms_w, 0, step_base, ms_base)
-    return b"".join(parts)
+        cols["tag"] = h[8::12].tobytes() if tag_w == 2 else tids
+    head = COLUMNS_HEAD.pack(n, pattern, tag_w, step_w, ms_w, 0, step_base, ms_base)
+    return b"".join([head, *(cols[name] for name in COLUMN_ORDER)])
 
 
-def columns_head(payload: bytes | memoryview) -> tuple[int, int, int, int, int, int, int]:
-    """``(n, pattern, tag_width, step_width, ms_width, step_base, ms_base)`` of a
-    COLUMNS payload, checked against its length (see ``COLUMNS_HEAD``).
+#: Layouts by (head bytes, payload length): the consecutive frames of a log mostly share
+#: a head (the same widths and bases), so a read computes a few layouts, not one a frame.
+_LAYOUTS: dict[tuple[bytes, int], ColumnsLayout] = {}
+
+
+def columns_layout(payload: bytes | memoryview) -> ColumnsLayout:
+    """Where each column of a COLUMNS payload starts, its width and its base, from its
+    head (``COLUMNS_HEAD``), checked against the payload's length. The one place the
+    layout is computed: every decoder (``decode_columns``, the numpy and Arrow readers,
+    the last-step scan) reads the columns where this says.
 
     Raises:
         ValueError: the payload is malformed (sizes, widths or bases that do not fit).
@@ -219,6 +273,18 @@ def columns_head(payload: bytes | memoryview) -> tuple[int, int, int, int, int, 
     size = COLUMNS_HEAD.size
     if len(payload) < size:
         raise ValueError("truncated columns head")
+    key = (bytes(payload[:size]), len(payload))
+    layout = _LAYOUTS.get(key)
+    if layout is None:
+        layout = _layout(payload)
+        if len(_LAYOUTS) >= 256:
+            _LAYOUTS.clear()
+        _LAYOUTS[key] = layout
+    return layout
+
+
+def _layout(payload: bytes | memoryview) -> ColumnsLayout:
+    """:func:`columns_layout`, computed."""
     n, pattern, tag_w, step_w, ms_w, _zero, step_base, ms_base = COLUMNS_HEAD.unpack_from(payload, 0)
     if step_w not in (2, 4, 8) or ms_w not in (2, 4) or (pattern == 0 and tag_w not in (2, 4)):
         raise ValueError("columns of an unknown width")
@@ -230,40 +296,50 @@ def columns_head(payload: bytes | memoryview) -> tuple[int, int, int, int, int, 
         raise ValueError("bad step base")
     if (ms_w == 2 and ms_base & 0xFFFF) or (ms_w == 4 and ms_base):
         raise ValueError("bad ms base")
-    tag_bytes = 4 * pattern if pattern else tag_w * n
-    if len(payload) != size + n * (8 + step_w + ms_w) + tag_bytes:
+    codes = _CODES
+    # (items, width, code, base) of each column
+    specs = {"value": (n, 8, "d", 0), "step": (n, step_w, codes[step_w], step_base),
+             "ms": (n, ms_w, codes[ms_w], ms_base),
+             "tag": (pattern, 4, "I", 0) if pattern else (n, tag_w, codes[tag_w], 0)}
+    cols = {}
+    at = COLUMNS_HEAD.size
+    for name in COLUMN_ORDER:
+        items, width, code, base = specs[name]
+        stop = at + items * width
+        cols[name] = Column(at, stop, width, code, base)
+        at = stop
+    if at != len(payload):
         raise ValueError("columns do not fill the frame")
-    return n, pattern, tag_w, step_w, ms_w, step_base, ms_base
+    return ColumnsLayout(n, pattern, cols["value"], cols["step"], cols["ms"], cols["tag"])
 
 
 def decode_columns(payload: bytes | memoryview) -> bytes:
     """The POINT records of a COLUMNS payload, as a POINTS payload would hold them
-    (standard library only: the start and end scans of ``_resume_step``; bulk readers
-    decode with numpy, ``_logfile``).
+    (standard library only: the start and end scans of ``_steps``; bulk readers
+    decode with numpy or Arrow, ``nblog.reader``), the columns where
+    :func:`columns_layout` says.
 
     Raises:
         ValueError: the payload is malformed (sizes, widths or bases that do not fit).
     """
-    n, pattern, tag_w, step_w, ms_w, step_base, ms_base = columns_head(payload)
-    size = COLUMNS_HEAD.size
+    lay = columns_layout(payload)
+    n, pattern = lay.n, lay.pattern
     src = memoryview(bytes(payload))  # a copy: aligned, so the casts below copy at full speed
-    at = size
-    values = src[at : at + 8 * n]
-    at += 8 * n
-    steps = src[at : at + step_w * n]
-    at += step_w * n
-    ms = src[at : at + ms_w * n]
-    at += ms_w * n
-    tags = src[at:]
+    values = src[lay.value.start : lay.value.stop]
+    steps = src[lay.step.start : lay.step.stop]
+    ms = src[lay.ms.start : lay.ms.stop]
+    tags = src[lay.tag.start : lay.tag.stop]
+    step_w, step_base = lay.step.width, lay.step.base
+    ms_w, ms_base = lay.ms.width, lay.ms.base
     if not _LITTLE:  # slow but right: field by field
         vals = struct.unpack(f"<{n}d", values)
-        st = struct.unpack(f"<{n}{_CODES[step_w]}", steps)
-        mss = struct.unpack(f"<{n}{_CODES[ms_w]}", ms)
+        st = struct.unpack(f"<{n}{lay.step.code}", steps)
+        mss = struct.unpack(f"<{n}{lay.ms.code}", ms)
         if pattern:
             pat = struct.unpack(f"<{pattern}I", tags)
             tg = [pat[i % pattern] for i in range(n)]
         else:
-            tg = list(struct.unpack(f"<{n}{_CODES[tag_w]}", tags))
+            tg = list(struct.unpack(f"<{n}{lay.tag.code}", tags))
         return b"".join(POINT.pack(step_base + st[i], vals[i], tg[i], ms_base + mss[i]) for i in range(n))
     from array import array  # a shared library: loaded by readers only
 
@@ -289,7 +365,7 @@ def decode_columns(payload: bytes | memoryview) -> bytes:
         h[11::12] = memoryview(array("H", (ms_base >> 16,)) * n)
     if pattern:  # the ids repeated to n of them: one copy, whatever the period
         u[4::6] = memoryview((tags.tobytes() * -(-n // pattern))[: 4 * n]).cast("I")
-    elif tag_w == 4:
+    elif lay.tag.width == 4:
         u[4::6] = tags.cast("I")
     else:
         h[8::12] = tags.cast("H")

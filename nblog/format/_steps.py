@@ -22,22 +22,24 @@ its end (at least :data:`TAIL` bytes: more than one whole POINTS frame of 1 MiB)
 the standard library only: ``init`` never imports numpy. Steps nearly always grow
 within a session, so the highest step among the records near the end is the highest
 step of the log. When the end holds no logged step (a long text, or hours of system
-metrics alone at the end), the window doubles until it does, up to 64 MiB.
+metrics alone at the end), the window doubles until it does, up to 64 MiB. The frames
+are found as every reader finds them (``_walk``: the file header, damaged or not, and
+the frame walk), and a COLUMNS frame's step column where ``_format.columns_layout`` says.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-import zlib
 
 from . import _format as F
 from ._filenames import parse_event_file_name
 from ._runfile import open_regular
+from ._walk import frames, readable_version
 
 TYPE_CHECKING = False  # typing is not imported: `import nblog` stays light
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Iterator, Mapping
+    from collections.abc import Callable, Iterable, Mapping
 
 #: Bytes read at the start of a log: its session header and first tag definitions.
 HEAD = 256 << 10
@@ -147,10 +149,9 @@ def log_last_step(path: str) -> int | None:
 def _scan(head: bytes, tail: bytes) -> int | None:
     """The highest logged step of the frames of ``tail``, else of ``head`` (the start
     of the log; all of it when ``tail`` is empty), system tags known from the tag
-    definitions of both. None for a file that is not an event log of a known version."""
-    if len(head) < F.FILE_HEADER.size or head[:4] != F.FILE_MAGIC:
-        return None
-    if F.FILE_HEADER.unpack_from(head, 0)[1] > F.FORMAT_VERSION:
+    definitions of both. None for a file that is not an event log of a known version
+    (``_walk.readable_version``: read past a damaged file header as readers do)."""
+    if readable_version(head) is None:
         return None
     first = list(frames(head, F.FILE_HEADER.size))
     last = list(frames(tail, 0))
@@ -198,20 +199,19 @@ def _max_columns_step(payload: memoryview, system: set[int]) -> int | None:
     """The highest step of the non-system point records of a COLUMNS payload, from its
     step column (little-endian machines), without rebuilding the records when no
     record is of a system tag; ``ValueError`` for a malformed payload."""
-    n, pattern, tag_w, step_w, ms_w, step_base, _ms_base = F.columns_head(payload)
-    if not n:
+    lay = F.columns_layout(payload)
+    if not lay.n:
         return None
-    data = bytes(payload)  # aligned: the casts below read at full speed
-    at = F.COLUMNS_HEAD.size + 8 * n
+    data = memoryview(bytes(payload))  # aligned: the casts below read at full speed
     if system:
-        tags_at = at + step_w * n + ms_w * n
-        tags = memoryview(data)[tags_at:]
-        ids = tags.cast("I") if pattern or tag_w == 4 else tags.cast("H")
+        tags = data[lay.tag.start : lay.tag.stop]
+        ids = tags.cast("I") if lay.tag.width == 4 else tags.cast("H")
         if not system.isdisjoint(ids):  # system records among them: record by record
             return _max_point_step(memoryview(F.decode_columns(payload)), system)
-    steps = memoryview(data)[at : at + step_w * n]
-    column = steps.cast("q") if step_w == 8 else steps.cast("I") if step_w == 4 else steps.cast("H")
-    return step_base + max(column)
+    s = lay.step
+    steps = data[s.start : s.stop]
+    column = steps.cast("q") if s.width == 8 else steps.cast("I") if s.width == 4 else steps.cast("H")
+    return s.base + max(column)
 
 
 def _max_point_step(payload: memoryview, system: set[int]) -> int | None:
@@ -226,28 +226,3 @@ def _max_point_step(payload: memoryview, system: set[int]) -> int | None:
         tids = payload.cast("I")[4::6]
         return max((s for s, t in zip(steps, tids, strict=True) if t not in system), default=None)
     return max((s for s, _v, t, _ms in F.POINT.iter_unpack(payload) if t not in system), default=None)
-
-
-def frames(data: bytes, pos: int) -> Iterator[tuple[int, memoryview]]:
-    """``(type, payload)`` of each whole, checksummed frame in ``data`` from ``pos``,
-    which may be in the middle of a frame (the tail of a log): bytes that are not a
-    valid frame are skipped up to the next frame magic."""
-    view = memoryview(data)
-    end = len(data)
-    hsize = F.FRAME_HEADER_SIZE
-    crc32 = zlib.crc32
-    while end - pos >= hsize:
-        magic, kind, length, crc, hcrc = F.FRAME_HEADER.unpack_from(data, pos)
-        stop = pos + hsize + length
-        if (
-            magic != F.FRAME_MAGIC
-            or crc32(view[pos : pos + 12]) != hcrc
-            or stop > end
-            or crc32(view[pos + hsize : stop]) != crc
-        ):
-            pos = data.find(F.FRAME_MAGIC, pos + 1)
-            if pos < 0:
-                return
-            continue
-        yield kind, view[pos + hsize : stop]
-        pos = stop

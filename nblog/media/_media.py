@@ -1,11 +1,17 @@
 """Media logging: images, image grids, histograms, audio and matplotlib figures.
 
 The caller's thread validates cheaply, copies what it must (the caller may reuse its
-buffer right after the call; ``_media_input``) and appends ``(step, tag id, ms, job)``
-to the run's media buffer. The writer thread hands the buffer to :class:`MediaSink`, which encodes each
-job (``_media_encode``), appends the blob to ``media.r<rank>.pack`` (``_pack``) and
-returns the references the writer stores in the event log. The blob is on disk before
-its reference: a ``kill -9`` can tear a blob, never make a reference point at one.
+buffer right after the call; ``_media_input``) and queues ``(step, tag id, ms, job)``
+in the run's media buffer (:class:`MediaLog`). The writer thread hands the buffer to
+:class:`MediaSink`, which encodes each job (``_media_encode``), appends the blob to
+``media.r<rank>.pack`` (``_pack``) and returns the references the writer stores in the
+event log. The blob is on disk before its reference: a ``kill -9`` can tear a blob,
+never make a reference point at one.
+
+Media reaches the run it logs into only through :class:`MediaHost`, the small interface
+this module owns (the step to log at, a media tag's id, the media buffer, counting and
+warning); ``nblog.write._run_media`` gives it on a Run, whose ``add_image``...
+methods hand their arguments to the run's :class:`MediaLog`.
 
 numpy, Pillow and matplotlib are imported inside the calls that need them.
 """
@@ -13,28 +19,75 @@ numpy, Pillow and matplotlib are imported inside the calls that need them.
 from __future__ import annotations
 
 import os
-import time
 
 from .._errors import StrictModeError
-from ..format import _format as F
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
-    from typing import Any
+    from typing import Any, Protocol
 
     import numpy as np
 
-    from ..write._run import Run
-    from ..write._writer import Writer
     from ._media_encode import Job
 
+    class MediaHost(Protocol):
+        """What media needs of the run it logs into (``nblog.write._run_media`` gives it).
 
-_mono_ns = time.monotonic_ns
+        Everything here is called in the caller's thread, except :meth:`tag`,
+        :meth:`count` and :meth:`warn_once`, which the writer thread's
+        :class:`MediaSink` calls too.
+        """
+
+        @property
+        def dir(self) -> str | None:
+            """The run folder (the media pack goes there)."""
+
+        @property
+        def rank(self) -> int:
+            """This process's rank (names the media pack)."""
+
+        @property
+        def session(self) -> int:
+            """This process's session number (names the session's pack index)."""
+
+        @property
+        def queued(self) -> list:
+            """The media buffer: ``(step, tag id, ms, job)`` items the writer thread takes."""
+
+        def step(self, step: Any, tag: object) -> int | None:
+            """The step to log at: None gives the run's current step (the counter before
+            any; never advancing it); a step that is no int, or negative, is checked
+            (None: refused, counted and warned as a bad step)."""
+
+        def tag_id(self, tag: object) -> int | None:
+            """The media tag id of ``tag`` (a new one interned; None: a bad tag, refused)."""
+
+        def tag(self, tid: int) -> object:
+            """The tag of media tag id ``tid`` (for messages; slow)."""
+
+        def queue(self, step: int, tid: int, job: Job) -> None:
+            """Append ``(step, tid, ms now, job)`` to :attr:`queued`; the step counts as
+            the tag's highest in this session."""
+
+        def count(self, counter: str, n: int = 1) -> None:
+            """Add ``n`` to the session's count of dropped items ``counter``."""
+
+        def warn_once(self, key: tuple, message: str) -> None:
+            """Log ``message`` as a warning, once per ``key`` in this run."""
+
+        def reject(self, counter: str, tag: object, message: str) -> None:
+            """Bad input: counted, warned once per (call site, tag); raises
+            ``StrictModeError`` with ``NB_STRICT=1``."""
+
+        def internal(self, err: Exception) -> None:
+            """An error of nblog's own: warned once, counted, never raised."""
+
+
 _MAX_BACKLOG = 512 << 20  # bytes of copied media waiting for the writer thread, at most
 
 
-def _figure_noop(tag: object = None, figure: Any = None, step: object = None, *, close: bool = True) -> None:
+def figure_noop(tag: object = None, figure: Any = None, step: object = None, *, close: bool = True) -> None:
     """add_figure where this rank does not log: only close the figure (no memory growth)."""
     if close:
         from . import _media_input
@@ -42,8 +95,8 @@ def _figure_noop(tag: object = None, figure: Any = None, step: object = None, *,
         _media_input.close_figures(figure)
 
 
-class MediaMixin:
-    """The media calls of :class:`nblog.Run`.
+class MediaLog:
+    """The media calls of :class:`nblog.Run` (each ``Run.add_<kind>`` hands its arguments here).
 
     All of them log at ``step`` (a non-negative int; None uses the run's current step,
     the last one given to or counted by ``add_scalar``, without advancing it) under
@@ -65,31 +118,10 @@ class MediaMixin:
     SIGTERM) and counts media still queued then as ``media_timeout``.
     """
 
-    # Provided by Run.
-    _step: int | None
-    _counter: int
-    _t0: int
-    _media: list
-    _media_tids: dict
-    _hi: list[int]
-    _strict: bool
-    _writer: Writer | None
-    _dropped_before_writer: dict[str, int]
+    __slots__ = ("_host",)
 
-    if TYPE_CHECKING:  # Run's own methods, as the media calls use them
-        def _intern(self, table: dict, tag: object, kind: int) -> int | None: ...
-        def _check_step(self, step: Any, tag: object) -> int | None: ...
-        def _reject(self, counter: str, tag: object, message: str) -> None: ...
-        def _internal(self, err: Exception) -> None: ...
-        def _warn_once(self, key: tuple, message: str) -> None: ...
-
-    def _bind_media_noops(self, noop: Callable[..., None]) -> None:
-        """Bind every media call to ``noop`` (ranks that do not log; after finish)."""
-        self.add_image = noop
-        self.add_images = noop
-        self.add_histogram = noop
-        self.add_audio = noop
-        self.add_figure = _figure_noop
+    def __init__(self, host: MediaHost) -> None:
+        self._host = host
 
     # -- the calls -----------------------------------------------------------------
 
@@ -246,51 +278,32 @@ class MediaMixin:
         counted and skipped (raised with ``NB_STRICT=1``); nothing else escapes."""
         from . import _media_input
 
+        host = self._host
         try:
-            step = self._media_step(step, tag)
+            step = host.step(step, tag)
             if step is None:
                 return
-            tid = self._media_tid(tag)
+            tid = host.tag_id(tag)
             if tid is None:
                 return
             self._queue(step, tid, make_job())
         except _media_input.BadMedia as bad:
-            self._reject("bad_media", tag, str(bad))
+            host.reject("bad_media", tag, str(bad))
         except StrictModeError:
             raise
         except Exception as err:
-            self._internal(err)
-
-    def _media_step(self, step: Any, tag: object) -> int | None:
-        if step is None:  # the current step; before any, the counter (0 at start)
-            return self._step if self._step is not None else self._counter
-        if step.__class__ is not int or step < 0:
-            return self._check_step(step, tag)
-        return step
-
-    def _media_tid(self, tag: object) -> int | None:
-        tid = self._media_tids.get(tag) if tag.__class__ is str else None
-        if tid is None:
-            tid = self._intern(self._media_tids, tag, F.KIND_MEDIA)
-        return tid
+            host.internal(err)
 
     def _queue(self, step: int, tid: int, job: Job) -> None:
-        media = self._media
+        host = self._host
+        media = host.queued
         n = len(media)  # the bytes queued are summed every 8 items: O(1) per call
         if n >= 4 and not n & 7 and sum(item[3].nbytes for item in list(media)) + job.nbytes > _MAX_BACKLOG:
-            writer = self._writer
-            if writer is not None:
-                writer.dropped["media_backlog"] += 1
-            else:
-                held = self._dropped_before_writer
-                held["media_backlog"] = held.get("media_backlog", 0) + 1
-            self._warn_once(("media_backlog",), "nblog: media is logged faster than it can be "
-                            "encoded and written; dropping media until the writer catches up")
+            host.count("media_backlog")
+            host.warn_once(("media_backlog",), "nblog: media is logged faster than it can be "
+                           "encoded and written; dropping media until the writer catches up")
             return
-        media.append((step, tid, (_mono_ns() - self._t0) // 1_000_000 & 0xFFFFFFFF, job))
-        hi = self._hi
-        if step > hi[tid]:  # the step this rank is in counts its media (Run._current_step)
-            hi[tid] = step
+        host.queue(step, tid, job)
 
 
 # -- writer side -----------------------------------------------------------------------
@@ -306,15 +319,15 @@ class MediaSink:
     ``write_error`` (warned once).
     """
 
-    def __init__(self, run: Run) -> None:
+    def __init__(self, host: MediaHost) -> None:
         from ..format import _pack
         from ..format._filenames import pack_file_name, session_pack_file_name
 
-        self._run = run
-        run_dir = run.dir
+        self._host = host
+        run_dir = host.dir
         assert run_dir is not None  # made only for a run that writes (Run.__init__)
-        self._pack = _pack.PackWriter(os.path.join(run_dir, pack_file_name(run.rank)),
-                                  os.path.join(run_dir, session_pack_file_name(run.rank, run.session)))
+        self._pack = _pack.PackWriter(os.path.join(run_dir, pack_file_name(host.rank)),
+                                      os.path.join(run_dir, session_pack_file_name(host.rank, host.session)))
 
     @property
     def path(self) -> str:
@@ -330,7 +343,7 @@ class MediaSink:
                 try:
                     kind, payload, meta = _media_encode.encode(job)
                 except Exception as err:
-                    tag = self._tag(tid)
+                    tag = self._host.tag(tid)
                     self._drop("bad_media", 1, f"nblog: cannot encode the {job.kind} media of tag {tag!r:.200} "
                                f"(step {step}): {err!r}; skipped", tag)
                     continue
@@ -353,17 +366,8 @@ class MediaSink:
                 batch.close()
         return refs
 
-    def _tag(self, tid: int) -> object:
-        """The tag of media tag id ``tid`` (looked up only when something went wrong)."""
-        for tag, t in list(self._run._media_tids.items()):
-            if t == tid:
-                return tag
-        return f"<tag id {tid}>"
-
     def _drop(self, counter: str, n: int, message: str, tag: object = None) -> None:
         """Count ``n`` dropped items; warn once per counter (and tag, when given)."""
-        run = self._run
-        writer = run._writer
-        if writer is not None:
-            writer.dropped[counter] += n
-        run._warn_once(("media", counter) if tag is None else ("media", counter, repr(tag)[:200]), message)
+        host = self._host
+        host.count(counter, n)
+        host.warn_once(("media", counter) if tag is None else ("media", counter, repr(tag)[:200]), message)

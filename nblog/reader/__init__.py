@@ -59,7 +59,7 @@ _NAMES: dict[str, tuple[str, str]] = {
     "WINDOW": ("._rankfiles", "WINDOW"),
     "LogFile": ("._logfile", "LogFile"),
     "Delta": ("._logfile", "Delta"),
-    "read_header": ("._logfile", "read_header"),
+    "read_header": ("nblog.format._walk", "read_header"),
     # frames, live series, following
     "RunReader": ("._reader", "RunReader"),
     "POINT_SCHEMA": ("._reader", "POINT_SCHEMA"),
@@ -132,6 +132,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # the names for the type checker; at run time __getattr__ imports each on first
     # use (F401 is off for this file in pyproject.toml: these are re-exports)
     from nblog.format._filenames import envelope_file_name
+    from nblog.format._walk import read_header
     from nblog.media._media_encode import decode_histogram
 
     from ._catalog import (
@@ -160,7 +161,7 @@ if TYPE_CHECKING:  # the names for the type checker; at run time __getattr__ imp
         writing_to,
     )
     from ._live import LiveRun, Series
-    from ._logfile import Delta, LogFile, read_header
+    from ._logfile import Delta, LogFile
     from ._media_read import HISTOGRAM_SCHEMA, MEDIA_SCHEMA
     from ._progress import (
         STALE_AFTER_S,

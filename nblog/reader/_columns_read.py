@@ -13,6 +13,10 @@ does not: files of format 1 (POINTS frames), a session whose u32 milliseconds wr
 
 Importing numpy (~60 ms) and ``numpy.ma`` (which Polars imports for numpy input) was
 most of a first read of a million points; this path imports neither.
+
+Where each column lies, its width and its base are the format's (``F.columns_layout``,
+checked when the frame was read: ``_Columns.layout``); this module only maps each
+column's ``struct`` code to its Arrow type.
 """
 
 from __future__ import annotations
@@ -33,7 +37,8 @@ from ._select import tag_set
 if TYPE_CHECKING:
     from ._reader import RunReader
 
-_WIDTH_TYPE = {2: "u16", 4: "u32", 8: "i64"}
+#: a column's struct code (``F.Column.code``) -> its Arrow type in the IPC stream
+_ARROW_TYPE = {"H": "u16", "I": "u32", "q": "i64", "d": "f64"}
 #: the per-frame table: column -> its Polars type. rstart/rlen: where the frame's file's
 #: tag ids start in the table of tag names, and how many ids it defined; thr: the hiding
 #: threshold of its session (null: none)
@@ -79,20 +84,20 @@ def columns_frame(reader: RunReader, kind: int, tags: str | Iterable[str] | None
             tag_names += names
             for c in chunks:
                 assert isinstance(c, _Columns)
-                n, pattern, tag_w, step_w, ms_w, step_base, ms_base = c.head
-                if not n:
+                lay = c.layout
+                if not lay.n:
                     continue
-                for col, v in zip(_INFO, (step_base, ms_base, r, s, wall0, offsets[s], rstart, len(names), t),
+                for col, v in zip(_INFO, (lay.step.base, lay.ms.base, r, s, wall0, offsets[s], rstart, len(names), t),
                                   strict=True):
                     info[col].append(v)
-                if pattern:  # the ids are known here: 2 bytes a row where they fit
-                    ids = struct.unpack_from(f"<{pattern}I", c.payload, len(c.payload) - 4 * pattern)
+                if lay.pattern:  # the ids are known here: 2 bytes a row where they fit
+                    ids = struct.unpack_from(f"<{lay.pattern}{lay.tag.code}", c.payload, lay.tag.start)
                     maybe_null = maybe_null or any(i >= len(names) or names[i] is None for i in ids)
                     tag_t = "u16" if max(ids) < 1 << 16 else "u32"
                 else:
                     maybe_null = True
-                    tag_t = _WIDTH_TYPE[tag_w]
-                key = (_WIDTH_TYPE[step_w], _WIDTH_TYPE[ms_w], tag_t)
+                    tag_t = _ARROW_TYPE[lay.tag.code]
+                key = (_ARROW_TYPE[lay.step.code], _ARROW_TYPE[lay.ms.code], tag_t)
                 if not runs or runs[-1][0] != key:
                     runs.append((key, []))
                 runs[-1][1].append((len(info["rank"]) - 1, c))
@@ -153,23 +158,17 @@ def _run_stream(frame_t: str, key: tuple[str, str, str], frames: list[tuple[int,
     frame_code = {"u8": "<B", "u16": "<H", "u32": "<I"}[frame_t]
     batches: list[tuple[int, list[bytes | memoryview]]] = []
     for index, c in frames:
-        n, pattern, tag_w, step_w, ms_w, _step_base, _ms_base = c.head
-        p = c.payload
-        at = F.COLUMNS_HEAD.size
-        value = p[at : at + 8 * n]
-        at += 8 * n
-        steps = p[at : at + step_w * n]
-        at += step_w * n
-        ms = p[at : at + ms_w * n]
-        at += ms_w * n
+        lay = c.layout
+        n, pattern, p = lay.n, lay.pattern, c.payload
+        value, steps, ms, tag = (p[col.start : col.stop] for col in (lay.value, lay.step, lay.ms, lay.tag))
         if pattern:
-            ids = p[at : at + 4 * pattern].tobytes()
+            ids = tag.tobytes()
             if tag_t == "u16":
-                ids = struct.pack(f"<{pattern}H", *struct.unpack(f"<{pattern}I", ids))
+                ids = struct.pack(f"<{pattern}H", *struct.unpack(f"<{pattern}{lay.tag.code}", ids))
             size = len(ids) // pattern
             tids: bytes | memoryview = (ids * -(-n // pattern))[: size * n]
         else:
-            tids = p[at : at + tag_w * n]
+            tids = tag
         batches.append((n, [struct.pack(frame_code, index) * n, value, steps, ms, tids]))
     cols = [("frame", frame_t), ("value", "f64"), ("step", step_t), ("ms", ms_t), ("tag", tag_t)]
     return ipc_stream(cols, batches)

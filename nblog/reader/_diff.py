@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..format._walk import read_header
 from ._catalog import run_summary
-from ._logfile import read_header
 from ._progress import session_steps
 from ._rankfiles import event_files
 from ._reader import RunReader

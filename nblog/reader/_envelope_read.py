@@ -31,7 +31,8 @@ from ..format import _envelope as E
 from ..format import _format as F
 from ..format._filenames import envelope_file_name
 from ..format._runfile import open_regular
-from ._logfile import LogFile, read_header
+from ..format._walk import header_version, read_header
+from ._logfile import LogFile
 from ._rankfiles import event_files, read_on
 
 _SEGMENT = np.dtype([("first", "<i8"), ("last", "<i8"), ("lo", "<f8"), ("hi", "<f8"), ("value", "<f8"),
@@ -171,9 +172,7 @@ def _version(path: str) -> int | None:
             head = f.read(F.FILE_HEADER.size)
     except OSError:
         return None
-    if len(head) < F.FILE_HEADER.size or head[:4] != F.FILE_MAGIC:
-        return None
-    return int(F.FILE_HEADER.unpack_from(head, 0)[1])
+    return header_version(head)
 
 
 def _sidecar(side_path: str, log_path: str, log_size: int,

@@ -18,11 +18,19 @@ of a frame the writer writes twice (``F.DOUBLED_FRAMES``) whose other copy is re
 costs nothing and says so; a damaged file header is read past when the session header
 after it names the format; points whose tag definitions were lost are counted.
 
+The file header and the frame walk are the format's (``nblog.format._walk``: one walk
+for every reader, the torn-tail rule included); what is this module's own is what a
+reader does with what the walk finds: damage recorded and reported, frames decoded,
+the state of a log read so far, and the payloads' checksums of a big read computed in
+two threads (:func:`_checksums`, handed to the walk).
+
 Point records are kept as raw payload bytes and decoded in bulk with numpy by
 :meth:`LogFile.points` (imported only then). A COLUMNS frame is kept as it is in the file
-(its head checked): bulk readers take its columns straight from it
-(:meth:`LogFile.point_chunks`), and it becomes 24-byte records only where those are
-asked for (:attr:`LogFile.chunks`, :attr:`Delta.points`).
+(its layout checked, ``F.columns_layout``): bulk readers take its columns straight from
+it (:meth:`LogFile.point_chunks`), and it becomes 24-byte records only where those are
+asked for (:attr:`LogFile.chunks`, :attr:`Delta.points`). Every decoder of its columns
+(the standard library's here, numpy's :func:`_columns_of`, Arrow's in
+``_columns_read``) reads them where ``F.columns_layout`` says.
 """
 
 from __future__ import annotations
@@ -38,8 +46,10 @@ from dataclasses import dataclass, field
 from .. import _log as log
 from .._errors import DamagedLogWarning, FormatVersionError
 from ..format import _format as F
+from ..format import _walk as W
 from ..format._filenames import parse_event_file_name
 from ..format._runfile import open_regular
+from ..format._walk import read_header  # noqa: F401  (its old home: nblog.reader.read_header is W's)
 from ._words import plural
 from ._wrap import unwrap_ms, unwrap_ms_array
 
@@ -48,7 +58,6 @@ if TYPE_CHECKING:
     import numpy as np
 
 _READ_LIMIT = 1 << 30  # bytes read per poll at most; the rest waits for the next poll
-_CODES = {2: "<H", 4: "<I", 8: "<q"}  # struct codes of the COLUMNS widths
 
 
 @dataclass
@@ -80,53 +89,48 @@ class Damage:
 
 
 class _Columns:
-    """A COLUMNS payload as read (a view of the bytes read), its head checked
-    (``F.columns_head``); decoded by whoever reads its points."""
+    """A COLUMNS payload as read (a view of the bytes read), its layout checked
+    (``F.columns_layout``); decoded by whoever reads its points."""
 
-    __slots__ = ("payload", "head", "n")
+    __slots__ = ("payload", "layout", "n")
 
     def __init__(self, payload: memoryview):
         self.payload = payload
-        self.head = F.columns_head(payload)  # ValueError: malformed
-        self.n = self.head[0]
+        self.layout = F.columns_layout(payload)  # ValueError: malformed
+        self.n = self.layout.n
 
     def _at(self, i: int) -> tuple[int, int, int]:
         """``(step, tag id, ms)`` of record ``i``, read from the columns (no numpy)."""
-        n, pattern, tag_w, step_w, ms_w, step_base, ms_base = self.head
+        lay = self.layout
         p = self.payload
-        at = F.COLUMNS_HEAD.size + 8 * n
-        step = step_base + struct.unpack_from(_CODES[step_w], p, at + step_w * i)[0]
-        at += step_w * n
-        ms = ms_base + struct.unpack_from(_CODES[ms_w], p, at + ms_w * i)[0]
-        at += ms_w * n
-        if pattern:
-            tid = struct.unpack_from("<I", p, at + 4 * (i % pattern))[0]
-        else:
-            tid = struct.unpack_from(_CODES[tag_w], p, at + tag_w * i)[0]
-        return step, tid, ms
+        unpack = struct.unpack_from
+        s, m, t = lay.step, lay.ms, lay.tag
+        step = s.base + unpack("<" + s.code, p, s.start + s.width * i)[0]
+        ms = m.base + unpack("<" + m.code, p, m.start + m.width * i)[0]
+        k = i % lay.pattern if lay.pattern else i
+        return step, unpack("<" + t.code, p, t.start + t.width * k)[0], ms
 
     def tag_counts(self) -> tuple[list[int], list[int] | None]:
         """``(tag ids, weights)``: each record's tag id (weights None), or, for a tag
         pattern, the pattern's ids and how many records each stands for. No numpy."""
         from array import array
 
-        n, pattern, tag_w, step_w, ms_w, _step_base, _ms_base = self.head
-        at = F.COLUMNS_HEAD.size + n * (8 + step_w + ms_w)
-        if pattern:
-            ids = list(struct.unpack_from(f"<{pattern}I", self.payload, at))
-            return ids, [n // pattern + (i < n % pattern) for i in range(pattern)]
-        col = array("H" if tag_w == 2 else "I")
-        col.frombytes(self.payload[at : at + tag_w * n])
+        n, pattern, t = self.n, self.layout.pattern, self.layout.tag
+        col = array(t.code)
+        col.frombytes(self.payload[t.start : t.stop])
         if sys.byteorder != "little":
             col.byteswap()
+        if pattern:
+            return col.tolist(), [n // pattern + (i < n % pattern) for i in range(pattern)]
         return col.tolist(), None
 
     def records(self) -> Iterator[tuple[int, float, int, int]]:
         """``(step, value, tag id, ms)`` of each record in order, one at a time
         (the first-step scan stops at the first one it wants)."""
+        at = self.layout.value.start
         for i in range(self.n):
             step, tid, ms = self._at(i)
-            yield step, struct.unpack_from("<d", self.payload, F.COLUMNS_HEAD.size + 8 * i)[0], tid, ms
+            yield step, struct.unpack_from("<d", self.payload, at + 8 * i)[0], tid, ms
 
     def last_ms(self) -> int:
         """The (wrapped, u32) milliseconds of the last record; the frame has one."""
@@ -149,7 +153,7 @@ class _ColumnChunk:
 
     def __getitem__(self, name: str) -> np.ndarray:
         if self._columns is None:
-            self._columns = _columns_of(self._cols.payload, self._cols.head)
+            self._columns = _columns_of(self._cols.payload, self._cols.layout)
         return self._columns[name]
 
 
@@ -300,9 +304,9 @@ class LogFile:
                 if len(data) < F.FILE_HEADER.size:
                     self.pending_bytes = len(data)
                     return delta
-                magic, version, flags = F.FILE_HEADER.unpack_from(data, 0)
-                if magic != F.FILE_MAGIC or not 1 <= version <= F.FORMAT_VERSION or flags:  # flags: 0, reserved
-                    version = self._past_file_header(data, magic, version, size)
+                version = W.file_version(data)
+                if version is None:
+                    version = self._past_file_header(data, size)
                     if version is None:  # no event log, or one of a newer format (raised)
                         return delta
                 self.version = version
@@ -314,7 +318,7 @@ class LogFile:
                 return delta
             want *= 2  # no whole frame in the window, and more of the file after it
 
-    def _past_file_header(self, data: bytes, magic: bytes, version: int, size: int) -> int | None:
+    def _past_file_header(self, data: bytes, size: int) -> int | None:
         """The format version of a file whose 8-byte header is not that of an event log
         this reader knows, or None (then the file is skipped, and reported, unless it is
         of a newer format: that raises).
@@ -327,14 +331,14 @@ class LogFile:
             FormatVersionError: the file is of a newer format (the session header, when
                 sound, agrees with the file header).
         """
-        head = _session_at(data, F.FILE_HEADER.size)
-        named = head.get("format_version") if head is not None else None
-        if named.__class__ is int and 1 <= named <= F.FORMAT_VERSION:
+        named = W.named_version(W.session_at(data, F.FILE_HEADER.size))
+        if named is not None:
             self._damaged(0, F.FILE_HEADER.size, "file header", 0, recovered=True)
             self._report()
             return named
-        if magic == F.FILE_MAGIC and version > F.FORMAT_VERSION:
-            raise FormatVersionError(self.path, version, F.FORMAT_VERSION)
+        newer = W.newer_version(data)
+        if newer is not None:
+            raise FormatVersionError(self.path, newer, F.FORMAT_VERSION)
         self.version = -1
         self.skipped_bytes += size - self.offset
         self.offset = size
@@ -407,58 +411,26 @@ class LogFile:
         """Parse the frames of ``data`` from ``pos``; return where the first frame not
         parsed (torn, still being written) starts.
 
-        Two passes: the walk from header to header (which depends on the headers
-        alone: a payload that fails its checksum is skipped to the same place as one
-        that passes), then the frames in order, their payloads' checksums computed in
-        between, in two threads for a large read (zlib releases the GIL).
+        The walk is the format's (``W.walk``: header to header, then the payloads'
+        checksums, in two threads for a large read: :func:`_checksums`); each frame
+        it found is then decoded, or its damage recorded, in order.
         """
-        end = len(data)
         hsize = F.FRAME_HEADER_SIZE
         view = memoryview(data)
-        crc32 = zlib.crc32
-        unpack = F.FRAME_HEADER.unpack_from
-        walk: list[tuple[int, int, int, int]] = []  # (pos, kind or -1: garbage skipped, stop, crc)
-        while end - pos >= hsize:
-            magic, kind, length, crc, hcrc = unpack(data, pos)
-            if magic != F.FRAME_MAGIC or crc32(view[pos : pos + 12]) != hcrc or length > F.MAX_FRAME_LENGTH:
-                nxt = data.find(F.FRAME_MAGIC, pos + 1)
-                if nxt < 0:
-                    break  # maybe garbage, maybe a header being written: keep for later
-                if walk and walk[-1][1] < 0:  # garbage since the last frame: one range
-                    walk[-1] = (walk[-1][0], -1, nxt, 0)
-                else:
-                    walk.append((pos, -1, nxt, 0))
-                pos = nxt
-                continue
-            stop = pos + hsize + length
-            if stop > end:
-                break  # torn or still being written
-            walk.append((pos, kind, stop, crc))
-            pos = stop
-        last = pos  # where the walk stopped
-        sums = _checksums(view, [(p + hsize, stop) for p, kind, stop, _crc in walk if kind >= 0])
-        sound: list[bool] = []  # per walk entry: a frame whose payload passed its checksum
-        i = 0
-        for _p, kind, _stop, crc in walk:
-            sound.append(kind >= 0 and sums[i] == crc)
-            i += kind >= 0
+        walk, stopped = W.walk(data, pos, _checksums)
         base = self.offset
-        stopped = last
-        for j, (p, kind, stop, _crc) in enumerate(walk):
+        for j, (p, kind, stop, sound) in enumerate(walk):
             if kind < 0:
                 self.skipped_bytes += stop - p
-                copy = _copy_of(walk, sound, j)
+                copy = _copy_of(walk, j)
                 self._damaged(base + p, base + stop, None if copy is None else F.FRAME_NAMES[copy],
                               recovered=copy is not None)
                 continue
-            if not sound[j]:
-                if stop == end:
-                    stopped = p  # the last frame: treat as not yet written
-                    break
+            if not sound:
                 self.skipped_bytes += stop - p
                 self._damaged(base + p, base + stop, F.FRAME_NAMES.get(kind, f"type {kind}"),
                               _points_in(kind, view[p + hsize : stop]),
-                              recovered=_copy_of(walk, sound, j) is not None)
+                              recovered=_copy_of(walk, j) is not None)
                 continue
             try:
                 self._frame(kind, view[p + hsize : stop], delta)
@@ -466,7 +438,7 @@ class LogFile:
                 self.skipped_bytes += stop - p
                 self._damaged(base + p, base + stop, F.FRAME_NAMES.get(kind, f"type {kind}"),
                               _points_in(kind, view[p + hsize : stop]),
-                              recovered=_copy_of(walk, sound, j) is not None)
+                              recovered=_copy_of(walk, j) is not None)
                 log.debug("nblog: bad frame in %s at %d: %s", self.path, base + p, err)
         self._report()
         return stopped
@@ -637,52 +609,35 @@ def damage_record(d: Damage, rank: int, session: int, path: str) -> dict:
 def _points_in(kind: int, payload: memoryview) -> int | None:
     """The points a damaged frame of ``kind`` held, where its payload still says: a
     POINTS frame's length; a COLUMNS head whose count fits the frame's length (checked
-    against it, ``F.columns_head``). None: not a points frame, or not known."""
+    against it, ``F.columns_layout``). None: not a points frame, or not known."""
     if kind == F.FRAME_POINTS:
         return len(payload) // F.POINT_SIZE
     if kind == F.FRAME_COLUMNS:
         try:
-            return F.columns_head(payload)[0]
+            return F.columns_layout(payload).n
         except ValueError:
             return None
     return None
 
 
-def _copy_of(walk: list[tuple[int, int, int, int]], sound: list[bool], j: int) -> int | None:
-    """Whether entry ``j`` of ``walk`` (``(pos, kind, stop, crc)`` each; kind -1: bytes
-    that are no frame) is one of the two copies of a frame type written twice
-    (``F.DOUBLED_FRAMES``) and the other copy, right before or after it with the same
-    length (and type, where the damaged one's header says it), passed its checksum: then
-    nothing was lost. A copy whose header is damaged is bytes that are no frame, as long
-    as the frame, up to the frame after it. Returns the copy's frame type, or None."""
-    p, kind, stop, _crc = walk[j]
+def _copy_of(walk: list[tuple[int, int, int, bool]], j: int) -> int | None:
+    """Whether entry ``j`` of ``walk`` (``(pos, kind, stop, sound)`` each, as ``W.walk``
+    gives them; kind ``W.NO_FRAME``: bytes that are no frame) is one of the two copies
+    of a frame type written twice (``F.DOUBLED_FRAMES``) and the other copy, right
+    before or after it with the same length (and type, where the damaged one's header
+    says it), passed its checksum: then nothing was lost. A copy whose header is
+    damaged is bytes that are no frame, as long as the frame, up to the frame after
+    it. Returns the copy's frame type, or None."""
+    p, kind, stop, _sound = walk[j]
     if kind >= 0 and kind not in F.DOUBLED_FRAMES:
         return None
     for k in (j - 1, j + 1):
-        if 0 <= k < len(walk) and sound[k]:
+        if 0 <= k < len(walk) and walk[k][3]:
             q, other, qstop, _ = walk[k]
             if (other == kind or (kind < 0 and other in F.DOUBLED_FRAMES)) and qstop - q == stop - p \
                     and (qstop == p or q == stop):
                 return other
     return None
-
-
-def _session_at(data: bytes, pos: int) -> dict | None:
-    """The session header (a dict) framed at ``data[pos:]``, when the frame is whole and
-    passes both checksums; else None."""
-    hsize = F.FRAME_HEADER_SIZE
-    if len(data) - pos < hsize:
-        return None
-    magic, kind, length, crc, hcrc = F.FRAME_HEADER.unpack_from(data, pos)
-    stop = pos + hsize + length
-    if (magic != F.FRAME_MAGIC or kind != F.FRAME_SESSION or zlib.crc32(data[pos : pos + 12]) != hcrc
-            or stop > len(data) or zlib.crc32(data[pos + hsize : stop]) != crc):
-        return None
-    try:
-        obj = F.loads_json(data[pos + hsize : stop])
-    except ValueError:
-        return None
-    return obj if isinstance(obj, dict) else None
 
 
 def _unwrap(ms32: np.ndarray, start: int) -> np.ndarray:
@@ -691,76 +646,45 @@ def _unwrap(ms32: np.ndarray, start: int) -> np.ndarray:
     return unwrap_ms_array(ms32, start)
 
 
-def read_header(path: str, limit: int = 1 << 16) -> dict:
-    """The session header of an event log, reading at most ``limit`` bytes; {} if none.
-
-    The header is written twice (``F.DOUBLED_FRAMES``): a damaged first copy is read
-    from the second, and a damaged file header is read past when the session header
-    names a format this reader knows (as :class:`LogFile` does)."""
-    try:
-        with open_regular(path) as f:
-            data = f.read(limit)
-    except OSError:
-        return {}
-    if len(data) < F.FILE_HEADER.size:
-        return {}
-    pos = F.FILE_HEADER.size
-    head = _session_at(data, pos)
-    if head is None and len(data) - pos >= F.FRAME_HEADER_SIZE:  # the second copy
-        magic, _kind, length, _crc, hcrc = F.FRAME_HEADER.unpack_from(data, pos)
-        if magic == F.FRAME_MAGIC and zlib.crc32(data[pos : pos + 12]) == hcrc:
-            head = _session_at(data, pos + F.FRAME_HEADER_SIZE + length)
-        else:
-            nxt = data.find(F.FRAME_MAGIC, pos + 1)
-            head = _session_at(data, nxt) if nxt > 0 else None
-    if head is None:
-        return {}
-    magic, version, _flags = F.FILE_HEADER.unpack_from(data, 0)
-    if magic == F.FILE_MAGIC and 1 <= version <= F.FORMAT_VERSION:
-        return head
-    named = head.get("format_version")  # the file header is damaged, or the file is newer
-    return head if named.__class__ is int and 1 <= named <= F.FORMAT_VERSION else {}
-
-
-def _columns_of(payload: memoryview, head: tuple[int, ...] | None = None) -> dict[str, np.ndarray]:
-    """The four columns of a COLUMNS payload (``F.columns_head``; ``head`` when already
-    checked), each contiguous, decoded with numpy in a few vector operations: step
-    (int64), value (float64, a view of the payload where it is aligned), tag (uint32),
-    ms (uint32, as written: wrapped).
+def _columns_of(payload: memoryview, layout: F.ColumnsLayout | None = None) -> dict[str, np.ndarray]:
+    """The four columns of a COLUMNS payload, where ``F.columns_layout`` says (``layout``
+    when already checked), each contiguous, decoded with numpy in a few vector
+    operations: step (int64), value (float64, a view of the payload where it is
+    aligned), tag (uint32), ms (uint32, as written: wrapped).
 
     Raises:
         ValueError: the payload is malformed.
     """
     import numpy as np
 
-    n, pattern, tag_w, step_w, ms_w, step_base, ms_base = head or F.columns_head(payload)
-    width: dict[int, np.dtype] = {2: np.dtype("<u2"), 4: np.dtype("<u4"), 8: np.dtype("<i8")}
+    lay = layout or F.columns_layout(payload)
+    n, pattern = lay.n, lay.pattern
     raw = np.frombuffer(payload, np.uint8)
     # a frame lies anywhere in the file: unaligned columns copy ~50x slower (the address
     # from the array interface: ``raw.ctypes`` would import ctypes on a first read)
     if raw.__array_interface__["data"][0] % 8:
         raw = raw.copy()
-    at = F.COLUMNS_HEAD.size
-    value = raw[at : at + 8 * n].view("<f8")
-    at += 8 * n
-    steps = raw[at : at + step_w * n].view(width[step_w])
-    at += step_w * n
-    step = steps if step_w == 8 else np.add(steps, np.int64(step_base), dtype=np.int64)
-    ms = raw[at : at + ms_w * n].view(width[ms_w])
-    at += ms_w * n
-    if ms_w != 4:
-        ms = np.add(ms, np.uint32(ms_base), dtype=np.uint32)
-    tags = raw[at:]
+
+    def column(c: F.Column) -> np.ndarray:
+        return raw[c.start : c.stop].view("<" + c.code)
+
+    value = column(lay.value)
+    step = column(lay.step)
+    if lay.step.width != 8:
+        step = np.add(step, np.int64(lay.step.base), dtype=np.int64)
+    ms = column(lay.ms)
+    if lay.ms.width != 4:
+        ms = np.add(ms, np.uint32(lay.ms.base), dtype=np.uint32)
+    ids = column(lay.tag)
     if pattern:
-        ids = tags.view("<u4")
         tag = np.full(n, ids[0], np.uint32) if pattern == 1 else np.tile(ids, -(-n // pattern))[:n]
     else:
-        tag = tags.view(width[tag_w]).astype(np.uint32)
+        tag = ids.astype(np.uint32)
     return {"step": step, "value": value, "tag": tag, "ms": ms}
 
 
 def _records_of_columns(payload: memoryview) -> memoryview:
-    """The POINT records of a COLUMNS payload (``F.columns_head``), decoded with numpy
+    """The POINT records of a COLUMNS payload (``F.columns_layout``), decoded with numpy
     in a few vector operations (~10x the standard library's ``F.decode_columns``).
 
     Raises:

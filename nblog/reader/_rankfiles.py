@@ -29,7 +29,8 @@ from collections.abc import Callable, Iterator
 
 from ..format import _format as F
 from ..format._filenames import parse_event_file_name
-from ._logfile import Delta, LogFile, read_header
+from ..format._walk import read_header
+from ._logfile import Delta, LogFile
 
 #: Bytes of a file read (and held) per poll by windowed readers (``nb tail``, the TUI's
 #: events): memory bounded by a window, not by the log.

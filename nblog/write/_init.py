@@ -1,17 +1,23 @@
-"""``nblog.init``: settings, ranks, the run id, the run folder, run.json and the session."""
+"""``nblog.init``: settings, ranks, the run id, run.json and the session.
+
+``init`` resolves the settings (``_settings``), finds the ranks (``_launch``) and the
+run id (explicit, derived from a shared job id, or random on rank 0). Rank 0 makes the
+run folder (``_rundir``), adds its session to run.json (new, or resumed from the old
+one); another rank waits for rank 0's session of its launch (``_rundir``) and takes
+the session after its own files. :func:`nblog.write._make_run.make_run` then puts the
+Run together with its writer, run.json's updates, the sampler and the exit hooks.
+"""
 
 from __future__ import annotations
 
 import errno
 import os
-import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 from .. import _log as log
 from .._version import __version__
 from ..format import _format as F
-from ..format._filenames import RUN_JSON, event_file_name
 from ..format._host import hostname
 from ..format._names import check_name
 from ..format._runfile import (
@@ -24,12 +30,14 @@ from . import _lifecycle
 from ._launch import RankInfo, detect_ranks
 from ._resume_step import resume_step
 from ._run import Run
+from ._rundir import WAIT_FIRST_S as WAIT_FIRST_S
+from ._rundir import WAIT_REREAD_S as WAIT_REREAD_S
+from ._rundir import make_project_dir, make_run_dir, remove_empty, wait_for_rank0
+from ._rundir import wait_for as _wait_for  # noqa: F401  (the wait for rank 0 is also named here, as before)
 from ._runid import derive_run_id, random_run_id, shared_job_id
 from ._session import load_run_json_for_resume
 from ._settings import Settings, resolve
-from ._writer import Writer
 
-_RESTART_VARS = ("TORCHELASTIC_RESTART_COUNT", "SLURM_RESTART_COUNT")
 # Variables equal on every rank of one launch and new at the next one: rank 0 records
 # them in its session, and other ranks join only a session of their own launch.
 _LAUNCH_VARS = (
@@ -173,27 +181,10 @@ def init(
         return _inert(project, run_name, "", None, ranks, config_json, settings)
 
     job_id, job_source = shared_job_id(env)
-    if settings.run_id is not None:
-        rid, how = settings.run_id, "explicit"
-    elif job_id is not None:
-        rid, how = derive_run_id(project, run_name, job_id), "derived"
-    elif ranks.rank == 0:
-        if settings.resume == "must":  # a random id never names a run to continue
-            raise ValueError(
-                "nblog: resume='must' needs the id of the run to continue: pass run_id=, set "
-                "NB_RUN_ID, or run under a launcher with a shared job id (Slurm, torchrun --rdzv-id)"
-            )
-        rid, how = random_run_id(run_name), "random"
-    else:
-        if ranks.local_rank == 0 and settings.system:
-            log.warning(
-                "nblog: rank %d cannot learn the run id (no shared job id), so this machine's "
-                "system metrics are not recorded. Run under Slurm, give torchrun "
-                "--rdzv-backend c10d --rdzv-endpoint HOST:PORT --rdzv-id ID, or set NB_RUN_ID.",
-                ranks.rank,
-            )
+    chosen = _choose_run_id(project, run_name, settings, ranks, job_id)
+    if chosen is None:  # a non-zero rank that cannot learn the run id
         return _inert(project, run_name, "", None, ranks, config_json, settings)
-
+    rid, how = chosen
     project_dir = os.path.join(settings.root, project)
     host = hostname(env)
     if ranks.rank == 0:
@@ -205,28 +196,47 @@ def init(
         return run
     run_dir = os.path.join(project_dir, rid)
     launch = launch_identity(env)
-    meta = _wait_for(run_dir, settings.wait_s, launch, world_size=ranks.world_size)
-    if meta is None:
-        log.warning(
-            "nblog: rank %d waited %.0f s for rank 0 of this launch to open %s; logging "
-            "nothing on this rank. If rank 0 did open it, this machine's view of the "
-            "shared folder lags behind: a network file system's cache of directory "
-            "listings or of names not found (NFS acdirmax/lookupcache, sshfs dir_cache/"
-            "dcache_timeout, FUSE negative_timeout) can hide it for that cache's timeout. "
-            "Set NB_WAIT_S to wait longer (e.g. NB_WAIT_S=%.0f).",
-            ranks.rank,
-            settings.wait_s,
-            run_dir,
-            max(300.0, 2 * settings.wait_s),
-        )
+    meta = wait_for_rank0(run_dir, settings.wait_s, launch, rank=ranks.rank, world_size=ranks.world_size)
+    if meta is None:  # warned
         return _inert(project, run_name, rid, None, ranks, config_json, settings)
     session, step_start = _rank_session(run_dir, ranks.rank, launch, meta)
-    run = _make_run(
-        project, run_name, rid, run_dir, ranks, None, config_json, settings, host, env,
-        job_id, job_source, session=session, step_start=step_start,
+    # imported here, not with nblog: `import nblog` (the nb command) needs none of it
+    from ._make_run import make_run
+
+    run = make_run(
+        project=project, name=run_name, rid=rid, run_dir=run_dir, ranks=ranks, runfile=None,
+        config=config_json, settings=settings, host=host, env=env, job_id=job_id,
+        job_source=job_source, session=session, step_start=step_start,
     )
     _start_provenance(run, settings, ranks, env, host, job_id, job_source)
     return run
+
+
+def _choose_run_id(project: str, run_name: str | None, settings: Settings, ranks: RankInfo,
+                   job_id: str | None) -> tuple[str, str] | None:
+    """``(run id, how)``: the explicit id ("explicit"), else one derived from the shared
+    job id ("derived"), else on rank 0 a random one ("random"); None on another rank
+    without a shared job id (warned where it would have sampled system metrics).
+    Raises ``ValueError`` for ``resume="must"`` on rank 0 without an id to continue."""
+    if settings.run_id is not None:
+        return settings.run_id, "explicit"
+    if job_id is not None:
+        return derive_run_id(project, run_name, job_id), "derived"
+    if ranks.rank == 0:
+        if settings.resume == "must":  # a random id never names a run to continue
+            raise ValueError(
+                "nblog: resume='must' needs the id of the run to continue: pass run_id=, set "
+                "NB_RUN_ID, or run under a launcher with a shared job id (Slurm, torchrun --rdzv-id)"
+            )
+        return random_run_id(run_name), "random"
+    if ranks.local_rank == 0 and settings.system:
+        log.warning(
+            "nblog: rank %d cannot learn the run id (no shared job id), so this machine's "
+            "system metrics are not recorded. Run under Slurm, give torchrun "
+            "--rdzv-backend c10d --rdzv-endpoint HOST:PORT --rdzv-id ID, or set NB_RUN_ID.",
+            ranks.rank,
+        )
+    return None
 
 
 def _start_provenance(run: Run, settings: Settings, ranks: RankInfo, env: Mapping[str, str], host: str,
@@ -283,164 +293,14 @@ def _rank_session(run_dir: str, rank: int, launch: dict[str, str], known: dict |
     return next_session(run_dir, rank, at_least=latest), start
 
 
-#: The first poll of a non-zero rank waiting for rank 0 comes after this many seconds;
-#: each next one WAIT_GROWTH times later, up to a cap that grows with the job
-#: (:func:`_wait_cap`), and each drawn at random between half and all of that
-#: (ranks started together do not poll together).
-WAIT_FIRST_S = 0.02
-WAIT_GROWTH = 1.6
-#: run.json is read again at least this often even when its stat has not changed (an
-#: attribute cache of a network file system may show the old file's stat for a while).
-WAIT_REREAD_S = 30.0
-
-
-def _random() -> float:
-    """A number in [0, 1) (the random module costs an import for one number)."""
-    return int.from_bytes(os.urandom(4), "little") / 4294967296
-
-
-def _wait_cap(world_size: int) -> float:
-    """The longest pause between two polls: 0.5 s up to 128 ranks, growing with the job
-    to 10 s from 2,560 ranks on, so that 8,192 ranks waiting make about 8,192 / 7.5 polls
-    a second in all (a poll is 5 calls before run.json appears, 1 after)."""
-    return min(10.0, max(0.5, world_size / 256))
-
-
-def _wait_for(run_dir: str, wait_s: float, launch: dict[str, str], *, world_size: int = 1,
-              sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic,
-              rand: Callable[[], float] | None = None,
-              read: Callable[[str], dict | None] = read_run_json) -> dict | None:
-    """Poll until rank 0 has opened the run for this launch; run.json's content then
-    (``{}`` when it cannot be parsed and no launch is asked for), None after ``wait_s`` s.
-
-    With launcher variables (``launch``), the run must have a session that rank 0 of
-    the same launch started: a rank of a relaunch whose rank 0 refused to reuse the
-    run id, or has not yet added its session, must not write into the old run.
-    Without any, run.json existing is enough.
-
-    Metadata calls on the shared folder: until run.json is listed, one listing per
-    poll of the nearest folder not yet seen (open, fstat, getdents64 ×2, close), each
-    folder looked up only once its parent listed it (see :func:`_listed`); then one
-    ``stat`` of run.json per poll, and a read (open, fstat, read, close) only when
-    its inode, size or modification time changed, or :data:`WAIT_REREAD_S` after the
-    last read. Polls back off with jitter (:data:`WAIT_FIRST_S`, :func:`_wait_cap`).
-    ``sleep``, ``clock``, ``rand`` (in [0, 1)) and ``read`` are injected for tests.
-    """
-    rand = rand or _random
-    deadline = clock() + wait_s
-    cap = _wait_cap(world_size)
-    delay = WAIT_FIRST_S
-    path = os.path.join(run_dir, RUN_JSON)
-    known: set[str] = set()
-    seen: tuple | None = None  # (inode, size, mtime) of run.json when last read
-    read_at = 0.0
-    while True:
-        if path in known or _listed(path, known):
-            known.add(path)
-            try:
-                st = os.stat(path)
-                stat = (st.st_ino, st.st_size, st.st_mtime_ns)
-            except OSError:
-                stat = None
-            if stat is not None and (stat != seen or clock() >= read_at):
-                meta = read(run_dir)
-                seen, read_at = (stat, clock() + WAIT_REREAD_S) if meta is not None else (None, 0.0)
-                if not launch:
-                    return meta or {}
-                if meta is not None and any(isinstance(s, dict) and s.get("launch") == launch
-                                            for s in meta.get("sessions") or []):
-                    return meta
-        now = clock()
-        if now >= deadline:
-            return None
-        sleep(min(delay * (0.5 + 0.5 * rand()), max(0.0, deadline - now)))
-        delay = min(delay * WAIT_GROWTH, cap)
-
-
-def _listed(path: str, known: set[str]) -> bool:
-    """Whether ``path`` (``<root>/<project>/<run id>/run.json``) exists, judged from
-    listings of its folders, each listed only once its own parent listed it: a name
-    that is not there yet is never looked up, since a network file system's cache of
-    names not found (FUSE ``negative_timeout``, NFS ``lookupcache``) would then answer
-    "absent" for its whole timeout. ``known``: folders already seen, kept by the caller.
-    A folder listed that a lookup still says is absent (another process of this machine
-    looked it up early) is looked up again by ``mkdir``, which the kernel never answers
-    from that cache; it exists, so nothing is created."""
-    run_dir = os.path.dirname(path)
-    project_dir = os.path.dirname(run_dir)
-    chain = [os.path.dirname(project_dir), project_dir, run_dir, path]
-    for parent, child in zip(chain, chain[1:], strict=False):
-        if child in known:
-            continue
-        try:
-            names = os.listdir(parent or ".")
-        except OSError:
-            return False
-        if os.path.basename(child) not in names:
-            return False
-        if child != path:
-            if not os.path.isdir(child):
-                _look_up_again(child)
-            known.add(child)
-    return True
-
-
-def _look_up_again(folder: str) -> None:
-    """Refresh a cached "not found" for ``folder``, which a listing showed: ``mkdir``
-    looks the name up afresh and fails with ``EEXIST``. Should the folder be gone after
-    all, the one this made is removed at once."""
-    try:
-        os.mkdir(folder)
-    except OSError:
-        return
-    try:
-        os.rmdir(folder)
-    except OSError:
-        pass
-
-
 def _open_rank0(project: str, name: str | None, rid: str, how: str, job_id: str | None, job_source: str | None,
                 project_dir: str, ranks: RankInfo, config: dict, settings: Settings, host: str,
                 env: Mapping[str, str]) -> Run:
-    made_project = not os.path.isdir(project_dir)
-    try:
-        os.makedirs(project_dir, exist_ok=True)
-    except OSError as err:
-        raise type(err)(err.errno, f"nblog: cannot create the project folder {project_dir}: {err.strerror}") from None
-    if not os.access(project_dir, os.W_OK | os.X_OK):
-        raise PermissionError(f"nblog: the project folder {project_dir} is not writable ({_why_unwritable(project_dir)})")
-    for _attempt in range(100):
-        run_dir = os.path.join(project_dir, rid)
-        exists = os.path.isdir(run_dir)
-        if not exists:
-            if settings.resume == "must":
-                derived = f" (derived from the job id {job_id!r}, {job_source})" if how == "derived" else ""
-                raise FileNotFoundError(
-                    f"nblog: resume='must' but run {rid!r}{derived} does not exist in {project_dir}"
-                )
-            try:
-                os.mkdir(run_dir)
-                break
-            except FileExistsError:
-                if not os.path.isdir(run_dir):  # a file (or a link to one) where the folder goes
-                    raise NotADirectoryError(errno.ENOTDIR, f"nblog: {run_dir} exists and is not a folder") from None
-                exists = True
-            except OSError as err:
-                raise type(err)(err.errno, f"nblog: cannot create the run folder {run_dir}: {err.strerror}") from None
-        if how == "random":  # a collision of random ids: draw again
-            rid = random_run_id(name)
-            continue
-        if how == "explicit" and settings.resume is None:
-            raise FileExistsError(
-                f"nblog: run {rid!r} already exists in {project_dir}; pass resume='auto' "
-                "(or set NB_RESUME=auto) to continue it in a new session"
-            )
-        if how == "derived":
-            log.info("nblog: run %s exists for this job id: continuing it in a new session", rid)
-        break
-    else:
-        raise FileExistsError(f"nblog: could not find a free run id in {project_dir}")
+    from ._make_run import make_run, restart_counts  # as in init
 
+    made_project = make_project_dir(project_dir)
+    run_dir, rid, exists = make_run_dir(project_dir, rid, how, resume=settings.resume, name=name,
+                                        job_id=job_id, job_source=job_source)
     old = load_run_json_for_resume(run_dir) if exists else None
     sessions = list(old.get("sessions", [])) if old else []
     session = next_session(run_dir, 0, at_least=max((s.get("session", -1) for s in sessions), default=-1) + 1)
@@ -455,7 +315,7 @@ def _open_rank0(project: str, name: str | None, rid: str, how: str, job_id: str 
         "end": None,
         "end_reason": None,
         "world_size": ranks.world_size,
-        "restart_counts": {k: env[k] for k in _RESTART_VARS if k in env},
+        "restart_counts": restart_counts(env),
         "launch": launch_identity(env),
         # where add_scalar's counter starts: after the run's last step (_resume_step)
         "step_start": resume_step(run_dir, sessions, before=session) if exists else 0,
@@ -497,158 +357,15 @@ def _open_rank0(project: str, name: str | None, rid: str, how: str, job_id: str 
             )
             return _inert(project, name, rid, None, ranks, config, settings, session)
         if not exists:  # nothing recorded yet: remove what this init created
-            _remove_empty(run_dir, project_dir if made_project else None)
+            remove_empty(run_dir, project_dir if made_project else None)
         why = " (nothing was recorded; the run folder was removed)" if not exists else ""
         raise type(err)(err.errno, f"nblog: cannot write {runfile.path}: {err.strerror}{why}") from None
-    return _make_run(project, name, rid, run_dir, ranks, runfile, config, settings, host, env,
-                     job_id, job_source, session=session, step_start=entry["step_start"])
+    return make_run(project=project, name=name, rid=rid, run_dir=run_dir, ranks=ranks, runfile=runfile,
+                    config=config, settings=settings, host=host, env=env, job_id=job_id,
+                    job_source=job_source, session=session, step_start=entry["step_start"])
 
 
 #: errno of a full disk or an exhausted quota
 _DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
-def _remove_empty(run_dir: str, project_dir: str | None) -> None:
-    """Remove the run folder this init created (and the project folder, if this init
-    created it too), each only if empty."""
-    for folder in (run_dir, project_dir):
-        if folder is None:
-            continue
-        try:
-            os.rmdir(folder)
-        except OSError:
-            return
-
-
-def _why_unwritable(path: str) -> str:
-    """The likely reason ``os.access`` refused to write in ``path``."""
-    try:
-        if os.statvfs(path).f_flag & os.ST_RDONLY:
-            return "read-only file system"
-    except (OSError, AttributeError):
-        pass
-    return "permission denied: check its owner, mode and attributes"
-
-
-def _highest_step(run: Run) -> int | None:
-    """The highest step this session logged by any call (None: none yet), for run.json's
-    ``last_step`` at the end of the session: :meth:`Run._current_step` (steps 10 then 3
-    leave 10; timers, text and media count). Read at the end, never per point."""
-    return run._current_step()
-
-
-def _written_step(writer: Writer | None, step: int | None) -> int | None:
-    """The highest step ``writer`` has written to the event log (at least ``step``, the
-    first step it is writing now; None: none yet), for run.json's ``last_step`` while the
-    session runs: the training thread's steps (:func:`_highest_step`) run ahead of the
-    writer thread, and a killed process would leave run.json claiming steps the log lacks."""
-    high = writer.written_step if writer is not None else None
-    if step is None:
-        return high
-    return step if high is None or step > high else high
-
-
-def _make_run(project: str, name: str | None, rid: str, run_dir: str, ranks: RankInfo, runfile: RunFile | None,
-              config: dict, settings: Settings, host: str, env: Mapping[str, str], job_id: str | None,
-              job_source: str | None, session: int | None = None,
-              step_start: int | None = None) -> Run:
-    is_logging = ranks.rank == 0
-    if session is None:
-        session, step_start = _rank_session(run_dir, ranks.rank, launch_identity(env))
-    t0 = time.monotonic_ns()
-    wall0 = time.time()
-
-    def make_writer(run: Run) -> Writer:
-        header = {
-            "format_version": F.FORMAT_VERSION,
-            "nblog_version": __version__,
-            "project": project,
-            "run_id": rid,
-            "rank": run.rank,
-            "local_rank": run.local_rank,
-            "world_size": run.world_size,
-            "session": run.session,
-            "host": host,
-            "pid": os.getpid(),
-            "wall_start": wall0,
-            "monotonic_start_ns": run._t0,
-            "launcher": ranks.launcher,
-            "job_id": job_id,
-            "job_id_source": job_source,
-            "restart_counts": {k: env[k] for k in _RESTART_VARS if k in env},
-        }
-        on_first = on_progress = None
-        if runfile is not None:
-            written = [None, 0]  # the last step and summary change in run.json: rewritten when they move
-
-            def on_first(step: int, _s: int = run.session) -> None:
-                writer = holder[0]
-                written[0] = last = _written_step(writer, step)
-                changes = writer.summary_changes if writer is not None else 0
-                extra = {"summary": writer.summary()} if changes else {}  # folded before this call
-                runfile.update_session(_s, first_step=step, last_step=last, updated=time.time(), **extra)
-                written[1] = changes
-
-            def on_progress(_s: int = run.session) -> bool:
-                writer = holder[0]
-                step = _written_step(writer, None)
-                changes = writer.summary_changes if writer is not None else written[1]
-                if (step is None or step == written[0]) and changes == written[1]:
-                    return False
-                extra = {"summary": writer.summary()} if changes != written[1] else {}
-                if step is not None and step != written[0]:
-                    extra["last_step"] = step
-                runfile.update_session(_s, updated=time.time(), **extra)
-                written[0] = step if step is not None else written[0]
-                written[1] = changes
-                return True
-        holder: list = [None]  # the writer, for on_progress (its thread may call before this returns)
-        holder[0] = writer = Writer(
-            os.path.join(run_dir, event_file_name(run.rank, run.session)),
-            header,
-            flush_interval=settings.flush_interval,
-            heartbeat_interval=settings.heartbeat_s,
-            progress_interval=settings.progress_s,
-            on_first_step=on_first,
-            on_progress=on_progress,
-            media_sink=run._media_sink,
-            buffers=(run._points, run._texts, run._media, run._tag_defs),
-            summary=runfile.data.get("summary", {}) if runfile is not None else None,
-        )
-        return writer
-
-    run = Run(
-        project=project, name=name, run_id=rid, run_dir=run_dir, rank=ranks.rank,
-        local_rank=ranks.local_rank, world_size=ranks.world_size,
-        session=session, config=config, is_logging=is_logging,
-        timing_all_ranks=settings.timing_all_ranks, strict=settings.strict,
-        make_writer=make_writer, step_start=step_start or 0,
-        scalars_all_ranks=settings.scalars_all_ranks,
-    )
-    run._t0 = t0
-    run._runfile = runfile
-    if runfile is not None:
-        def finalize(status: str, reason: str | None, _s: int = run.session) -> None:
-            try:
-                writer = run._writer
-                runfile.update_session(
-                    _s, status=status, end=time.time(), end_reason=reason, last_step=_highest_step(run),
-                    **({"summary": writer.summary()} if writer is not None and writer.summary_changes else {}),
-                    duration_s=round((time.monotonic_ns() - run._t0) / 1e9, 3),
-                    **({"failure": run._failure} if run._failure is not None else {}),
-                )
-            except OSError as err:
-                log.warning("nblog: cannot update %s: %s", runfile.path, err)
-        run._finalize = finalize
-    if is_logging or settings.scalars_all_ranks:  # the other ranks' scalars need their writer too
-        run._ensure_writer()
-    if ranks.local_rank == 0 and settings.system:
-        from ..system._system import start_sampler
-
-        start_sampler(run, settings.system, settings.system_interval, env)
-    if settings.console or "nblog.write._console" in sys.modules:  # a new init ends an earlier capture
-        from ._console import capture
-
-        capture(run if settings.console else None, settings.flush_interval)
-    _lifecycle.register(run)
-    return run

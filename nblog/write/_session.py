@@ -28,8 +28,8 @@ from ..format._runfile import (
 )
 from ..format._steps import HEAD as _HEAD
 from ..format._steps import TAIL as _TAIL
-from ..format._steps import frames as _frames
 from ..format._steps import log_last_step
+from ..format._walk import frames, read_header, readable_version
 
 
 def sessions_from_logs(run_dir: str) -> list[dict]:
@@ -40,8 +40,6 @@ def sessions_from_logs(run_dir: str) -> list[dict]:
     ended, as after a kill -9); ``"config_unknown": true`` since headers hold no config
     (the session may have been started with a changed one). Reads the log's first
     256 KiB and last 2 MiB at most (:mod:`nblog.format._steps`' scan)."""
-    from ..reader._logfile import read_header  # numpy: only when a run is resumed
-
     try:
         names = os.listdir(run_dir)
     except OSError:
@@ -68,7 +66,8 @@ def sessions_from_logs(run_dir: str) -> list[dict]:
 def _log_record_summary(path: str) -> dict:
     """first_step, last_step, end, end_reason and duration_s of an event log, from
     its first 256 KiB (first step) and last 2 MiB (last step, END record); standard
-    library only. Never raises: an unreadable log gives Nones."""
+    library only, the frames found as every reader finds them (``nblog.format._walk``).
+    Never raises: an unreadable log gives Nones."""
     out: dict = {"first_step": None, "last_step": log_last_step(path), "end": None, "end_reason": None}
     try:
         with open_regular(path) as f:
@@ -78,10 +77,10 @@ def _log_record_summary(path: str) -> dict:
             tail = f.read(_TAIL) if size > _HEAD else head
     except OSError:
         return out
-    if len(head) < F.FILE_HEADER.size or head[:4] != F.FILE_MAGIC:
+    if readable_version(head) is None:
         return out
     system: set[int] = set()
-    for kind, payload in _frames(head, F.FILE_HEADER.size):
+    for kind, payload in frames(head, F.FILE_HEADER.size):
         try:
             if kind == F.FRAME_TAGS:
                 system.update(t for t, k, _ in F.decode_tag_defs(bytes(payload)) if k == F.KIND_SYSTEM)
@@ -99,7 +98,7 @@ def _log_record_summary(path: str) -> dict:
             out["first_step"] = step
             break
     end = None
-    for kind, payload in _frames(tail, 0 if tail is not head else F.FILE_HEADER.size):
+    for kind, payload in frames(tail, 0 if tail is not head else F.FILE_HEADER.size):
         if kind == F.FRAME_END:
             end = payload
     if end is not None:

@@ -181,7 +181,7 @@ def test_show_notes_a_live_sessions_unseen_media_instead_of_warning(cli, tmp_pat
         result = cli("show", run.dir)
         assert result.exit_code == 0, result.stderr
         assert "past the end" not in result.stderr
-        assert "1 media records of a session still writing are not visible here yet" in result.stderr
+        assert "1 media record of a session still writing is not visible here yet" in result.stderr
         info = json.loads(cli("show", run.dir, "--json").stdout)
         assert info["problems"]["media_missing"] == 0 and info["problems"]["media_not_visible"] == 1
     finally:

@@ -3,7 +3,7 @@
 Run with torchrun's variables (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE), NB_DIR
 and NB_RUN_ID. Rank 0 logs ``train/loss`` = 1 + 0.5 * cos(step / 300) at every step of
 ``range(steps)`` with a planted ``spike`` (value ``spike_value`` at ``spike_step``), NaN at
-``nan`` steps and +inf at ``inf`` steps, ``train/lr``, a text and (``image``) an 8x8 image.
+``nan`` steps, +inf at ``inf`` steps and -inf at ``neginf`` steps, ``train/lr``, a text and (``image``) an 8x8 image.
 Every rank times ``time/step`` with all_ranks=True on the timer's own clock, replaced by
 a model so that the durations are exact whatever the machine's load: 10 ms a step plus
 0-0.2 ms (by rank and step), and ``slow_s`` (30 ms) on ``slow_rank``. (Timed sleeps made
@@ -65,6 +65,8 @@ def main() -> None:
             value = float("nan")
         if step in spec.get("inf", []):
             value = float("inf")
+        if step in spec.get("neginf", []):
+            value = float("-inf")
         run.add_scalar({"train/loss": value, "train/lr": 1e-3 * (1 + step) ** -0.5}, step=step)
     if spec.get("final"):
         run.add_scalar(spec["final"], step=steps - 1)

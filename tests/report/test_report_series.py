@@ -1,4 +1,4 @@
-"""nbcli.report._series: buckets, debiased EMA, bands across ranks, non-finite points,
+"""nbcli.series (frames): buckets, debiased EMA, bands across ranks, non-finite points,
 each against a plain numpy / Python reference."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from nbcli.report import _series as S
+from nbcli import series as S
 
 pytestmark = pytest.mark.timing  # run again beside a CPU hog: scripts/test_loaded.sh
 

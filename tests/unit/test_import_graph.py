@@ -55,14 +55,6 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 #: Wings that import the standard library only (and lower wings of these).
 STDLIB_ONLY = ("nblog._errors", "nblog._log", "nblog._version", "nblog.format")
 
-#: Edges that break the order today and are being removed on another branch, each with
-#: where: the test below fails once one is gone, so this list cannot outlive them.
-PENDING: dict[tuple[str, str], str] = {
-    # the event log's header reader moves into nblog/format/ (issue 23 item 1, branch h-codec)
-    ("nblog.write._session", "nblog.reader._logfile"): "h-codec: read_header into nblog/format/",
-}
-
-
 def _modules(root: Path = ROOT) -> dict[str, Path]:
     """Every module of the two packages under ``root``: dotted name -> source file."""
     mods: dict[str, Path] = {}
@@ -246,16 +238,7 @@ def test_every_module_has_a_wing() -> None:
 
 
 def test_the_wings_import_downward_only() -> None:
-    bad = order_violations(_graph(_modules()))
-    pending = {f"{a} -> {b}" for a, b in PENDING}
-    assert [b for b in bad if b.split(" (")[0] not in pending] == []
-
-
-def test_the_pending_edges_are_still_there() -> None:
-    """Each edge of :data:`PENDING` still exists: once it is gone, take it off the list."""
-    graph = _graph(_modules())
-    gone = [f"{a} -> {b}: {why}" for (a, b), why in PENDING.items() if b not in graph.get(a, set())]
-    assert gone == []
+    assert order_violations(_graph(_modules())) == []
 
 
 def test_format_and_the_leaves_import_the_standard_library_only() -> None:
@@ -266,10 +249,7 @@ def test_format_and_the_leaves_import_the_standard_library_only() -> None:
 
 
 def test_no_import_circle() -> None:
-    graph = _graph(_modules())
-    for a, b in PENDING:
-        graph[a].discard(b)
-    assert _cycles(graph) == []
+    assert _cycles(_graph(_modules())) == []
 
 
 def test_nblog_never_imports_nbcli() -> None:

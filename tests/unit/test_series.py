@@ -1,4 +1,4 @@
-"""nbcli.tui.series: EMA, min/max display downsampling, non-finite markers, bands."""
+"""nbcli.series (arrays): EMA, min/max display downsampling, non-finite markers, bands."""
 
 from __future__ import annotations
 
@@ -7,14 +7,22 @@ import math
 import numpy as np
 import pytest
 
-from nbcli.tui.series import band, ema, minmax_indices, nonfinite, per_step_totals, session_starts
+from nbcli.series import (
+    ema,
+    minmax_indices,
+    nonfinite_indices,
+    per_step_totals,
+    session_starts,
+    step_band,
+)
 
 
 def reference_ema(values, w, last=0.0, count=0):
+    """TensorBoard's loop: a non-finite point is skipped and keeps its own value."""
     out = []
     for v in values:
         if not math.isfinite(v):
-            out.append(math.nan)
+            out.append(v)
             continue
         last = last * w + (1 - w) * v
         count += 1
@@ -25,13 +33,14 @@ def reference_ema(values, w, last=0.0, count=0):
 @pytest.mark.parametrize("w", [0.0, 0.3, 0.6, 0.9, 0.99, 0.999])
 def test_ema_matches_the_loop_and_resumes(w):
     v = np.random.default_rng(1).normal(size=5000) * 10 + 3
-    v[[7, 100]] = [np.nan, np.inf]
+    v[[7, 100, 2000]] = [np.nan, np.inf, -np.inf]
     full, _ = ema(v, w)
     np.testing.assert_allclose(full, reference_ema(v, w), rtol=1e-9, atol=1e-12)
     a, state = ema(v[:1234], w)
     b, _ = ema(v[1234:], w, state)
     np.testing.assert_allclose(np.concatenate([a, b]), full, rtol=1e-12, atol=1e-12)
-    assert np.isnan(full[7]) and np.isnan(full[100])
+    # the one rule for every viewer: NaN and ±inf stay as they are (TensorBoard's answer)
+    assert np.isnan(full[7]) and full[100] == np.inf and full[2000] == -np.inf
 
 
 def test_ema_edges():
@@ -59,7 +68,7 @@ def test_minmax_keeps_spikes_and_bounds_the_count():
 
 def test_nonfinite_and_session_starts():
     y = np.array([1.0, np.nan, np.inf, -np.inf, 2.0])
-    bad = nonfinite(y)
+    bad = nonfinite_indices(y)
     assert bad["nan"].tolist() == [1] and bad["+inf"].tolist() == [2] and bad["-inf"].tolist() == [3]
     assert session_starts(np.array([0, 0, 1, 1, 3]), np.array([0.0, 1, 2, 3, 4])) == [(1, 2.0), (3, 4.0)]
     assert session_starts(np.array([0]), np.array([0.0])) == []
@@ -70,25 +79,38 @@ def test_per_step_totals_and_band():
     assert steps.tolist() == [0, 1, 2] and totals.tolist() == [3.0, 3.0, 3.0]
     steps, totals = per_step_totals(np.array([2, 0, 2]), np.array([1.0, 5, 1]))
     assert steps.tolist() == [0, 2] and totals.tolist() == [5.0, 2.0]
-    b = band({0: (np.array([0, 1]), np.array([1.0, 2])), 1: (np.array([0, 1]), np.array([3.0, 4])),
+    b = step_band({0: (np.array([0, 1]), np.array([1.0, 2])), 1: (np.array([0, 1]), np.array([3.0, 4])),
               2: (np.array([1]), np.array([10.0]))})
     assert b.step.tolist() == [0, 1]
     assert b.lo.tolist() == [1.0, 2.0] and b.hi.tolist() == [3.0, 10.0]
     assert b.median.tolist() == [2.0, 4.0] and b.ranks.tolist() == [2, 3]
-    assert len(band({}).step) == 0
+    assert len(step_band({}).step) == 0
+
+
+def test_step_band_leaves_nonfinite_values_out():
+    """The one rule for NaN and ±inf: never in a band (a rank's +inf total is not the
+    band's max, a NaN is not counted in the median)."""
+    b = step_band({0: (np.array([0, 1, 2]), np.array([1.0, np.inf, np.nan])),
+                   1: (np.array([0, 1, 2]), np.array([2.0, 3.0, 4.0])),
+                   2: (np.array([0, 1, 2]), np.array([3.0, 5.0, 6.0])),
+                   3: (np.array([1]), np.array([-np.inf]))})
+    assert b.step.tolist() == [0, 1, 2]
+    assert b.lo.tolist() == [1.0, 3.0, 4.0] and b.hi.tolist() == [3.0, 5.0, 6.0]
+    assert b.median.tolist() == [2.0, 4.0, 5.0] and b.ranks.tolist() == [3, 2, 2]
+    assert len(step_band({0: (np.array([0]), np.array([np.nan]))}).step) == 0
 
 
 def test_import_nblog_does_not_load_them():
     import subprocess
     import sys
 
-    code = "import sys, nblog; print([m for m in ('nbcli.tui.series', 'nblog.reader._live', 'numpy') if m in sys.modules])"
+    code = "import sys, nblog; print([m for m in ('nbcli.series', 'nblog.reader._live', 'numpy') if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
 
 def test_decimator_incremental_equals_fresh():
-    from nbcli.tui.series import Decimator
+    from nbcli.series import Decimator
 
     rng = np.random.default_rng(0)
     y = rng.normal(size=100_000)

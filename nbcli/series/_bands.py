@@ -1,11 +1,11 @@
-"""Series for figures and reports: points of a tag → smoothed, bucketed lines and bands.
+"""Bands across ranks (or runs): points of a tag → bucketed lines and min-max bands.
 
 One concern: turning long point frames (``RunReader.scalars`` / ``timers``, with
 ``all_ranks=True`` or one rank) into a few thousand numbers to draw, without losing
 what matters to the eye:
 
-- :func:`smooth` is the debiased exponential moving average (TensorBoard's smoothing
-  slider), computed per rank on the full series, before any bucketing.
+- smoothing (:func:`nbcli.series.smooth`, the rule of :mod:`._smooth`) comes first,
+  per rank on the full series, before any bucketing.
 - :class:`Grid` cuts the x axis into at most ``max_buckets`` buckets. When there are
   no more distinct x values than that, each value is its own bucket (nothing is
   merged). Each bucket keeps the mean, the min and the max of its finite points, so a
@@ -13,8 +13,13 @@ what matters to the eye:
 - :func:`band` turns per-rank buckets into the line of one run: the median across
   ranks of the ranks' bucket means, with the min of the mins and the max of the maxes
   as its band, and names the rank that lies farthest from the median.
-- :func:`nonfinite` lists the NaN and ±inf points, which the line leaves out and
-  viewers mark instead (never dropped silently).
+- :func:`points` reads a tag of a run as such a frame.
+- :func:`step_band` is the band without buckets, exact at every step, of one value per
+  step and rank (:func:`per_step_totals`: a timer's seconds per step); the TUI draws it
+  with min/max downsampling (:mod:`._decimate`).
+
+Non-finite points are left out of every bucket and band (the rule of
+:mod:`nbcli.series`); :func:`nbcli.series.nonfinite` lists them for the viewers' marks.
 
 Everything here works on frames with columns ``rank``, ``x`` (the step) and ``value``,
 plus ``t`` (seconds) when a figure is drawn against wall or active time.
@@ -31,8 +36,6 @@ import polars as pl
 
 if TYPE_CHECKING:
     from nblog import RunReader
-
-MAX_NONFINITE = 200  # non-finite points listed per series (the total is always given)
 
 
 @dataclass(frozen=True)
@@ -95,33 +98,6 @@ def make_grid(x: np.ndarray, max_buckets: int, integer: bool = True) -> Grid:
         width = (hi - lo) / max_buckets or 1.0
         count = max_buckets
     return Grid(None, lo, width, count)
-
-
-def smooth(frame: pl.DataFrame, weight: float) -> pl.DataFrame:
-    """``frame`` with ``value`` replaced by its debiased EMA, per rank, in x order.
-
-    Args:
-        frame: columns rank, x, value (other columns kept).
-        weight: the weight kept from the past, in [0, 1); 0 returns ``frame`` as is.
-            The smoothed value at point i is ``sum(w^k v[i-k]) / sum(w^k)`` over the
-            finite points so far (pandas' ``ewm(adjust=True)``, TensorBoard's slider).
-
-    Non-finite values are left as they are and skipped by the average.
-    """
-    if not 0.0 <= weight < 1.0:
-        raise ValueError(f"smoothing weight must be in [0, 1), not {weight}")
-    if weight == 0.0 or not len(frame):
-        return frame
-    finite = pl.col("value").is_finite()
-    ema = (
-        pl.when(finite).then(pl.col("value")).otherwise(None)
-        .ewm_mean(alpha=1.0 - weight, adjust=True, ignore_nulls=True)
-        .over("rank")
-    )
-    return (
-        frame.sort("rank", "x", maintain_order=True)
-        .with_columns(pl.when(finite).then(ema).otherwise(pl.col("value")).alias("value"))
-    )
 
 
 def buckets(frame: pl.DataFrame, grid: Grid) -> pl.DataFrame:
@@ -221,18 +197,63 @@ def band(per_rank: pl.DataFrame, grid: Grid) -> Band:
     return Band(line, lo, hi, ranks, outlier, outlier_line, per_bucket, at)
 
 
-def nonfinite(frame: pl.DataFrame, limit: int = MAX_NONFINITE) -> tuple[list[dict], int]:
-    """The NaN and ±inf points of ``frame`` (columns rank, x, value): the first
-    ``limit`` in x order as ``{"rank", "x", "value"}`` (value "nan", "inf" or "-inf"),
-    and how many there are in all."""
-    bad = frame.filter(~pl.col("value").is_finite())
-    total = len(bad)
-    rows = []
-    for r in bad.sort("x", "rank").head(limit).iter_rows(named=True):
-        v = r["value"]
-        rows.append({"rank": int(r["rank"]), "x": r["x"],
-                     "value": "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")})
-    return rows, total
+def per_step_totals(step: np.ndarray, value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sum ``value`` per step (a timer that runs several times in one step adds up).
+    ``step`` need not be sorted. Returns (unique steps ascending, totals)."""
+    step = np.asarray(step)
+    if not len(step):
+        return np.zeros(0, np.int64), np.zeros(0)
+    order = np.argsort(step, kind="stable") if np.any(np.diff(step) < 0) else None
+    s = step if order is None else step[order]
+    v = np.asarray(value, np.float64) if order is None else np.asarray(value, np.float64)[order]
+    starts = np.flatnonzero(np.concatenate([[True], np.diff(s) != 0]))
+    return s[starts].astype(np.int64), np.add.reduceat(v, starts)
+
+
+@dataclass(frozen=True)
+class StepBand:
+    """Per step across ranks: ``lo`` (min), ``median``, ``hi`` (max), and ``ranks``
+    (how many ranks had the step)."""
+
+    step: np.ndarray
+    lo: np.ndarray
+    median: np.ndarray
+    hi: np.ndarray
+    ranks: np.ndarray
+
+
+def step_band(per_rank: dict[int, tuple[np.ndarray, np.ndarray]]) -> StepBand:
+    """The band across ranks of per-step values: ``per_rank`` maps a rank to (steps,
+    values) with one value per step (see :func:`per_step_totals`). A non-finite value
+    is left out (the rule of :mod:`nbcli.series`): ``ranks`` counts the finite ones."""
+    frames = [
+        pl.DataFrame({"step": np.asarray(s, np.int64), "value": np.asarray(v, np.float64)})
+        .filter(pl.col("value").is_finite())
+        for s, v in per_rank.values()
+        if len(s)
+    ]
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        e = np.zeros(0)
+        return StepBand(np.zeros(0, np.int64), e, e, e, np.zeros(0, np.int64))
+    df = (
+        pl.concat(frames)
+        .group_by("step")
+        .agg(
+            pl.col("value").min().alias("lo"),
+            pl.col("value").median().alias("median"),
+            pl.col("value").max().alias("hi"),
+            pl.len().alias("ranks"),
+        )
+        .sort("step")
+    )
+    return StepBand(
+        df["step"].to_numpy(),
+        df["lo"].to_numpy(),
+        df["median"].to_numpy(),
+        df["hi"].to_numpy(),
+        df["ranks"].to_numpy(),
+    )
 
 
 def points(reader: RunReader, tag: str, *, rank: int | None, x: str = "step") -> pl.DataFrame:
