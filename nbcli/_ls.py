@@ -75,7 +75,7 @@ def run_ls(
 
     ``where_expr`` (a SQL ``WHERE`` fragment), ``columns`` (keys to show), ``sort`` (a
     key; ``desc`` for descending, or alone: oldest first) and ``group`` (a key) select
-    by fields, config keys and tag statistics (see :mod:`nblog.reader._runs_query`, which
+    by fields, config keys and tag statistics (see :mod:`nblog.reader._runs.query`, which
     imports Polars: only these options load it).
 
     Returns the exit code: 1 when ``root`` is not a folder (it does not exist or is a
@@ -94,7 +94,7 @@ def run_ls(
     reports it and exits with status 2.
 
     Raises:
-        nblog.reader._runs_query.QueryError: a bad expression or an unknown key (a usage
+        nblog.reader._runs.query.QueryError: a bad expression or an unknown key (a usage
             error), unless ``argv`` is given.
         TyperReports: the same, when ``argv`` is given.
     """

@@ -86,13 +86,13 @@ __all__ = [
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # for the type checker; at run time __getattr__ imports it when first asked
-    from .reader._reader import RunReader
+    from .reader._views.reader import RunReader
 del TYPE_CHECKING  # not a name of nblog's
 
 
 def __getattr__(name: str) -> type:
     if name == "RunReader":  # imports numpy and polars: only when asked for
-        from .reader._reader import RunReader
+        from .reader._views.reader import RunReader
 
         return RunReader
     raise AttributeError(f"module 'nblog' has no attribute {name!r}")

@@ -74,7 +74,7 @@ def write_root(root: Path, n: int, procs: int = 4) -> float:
 def add_summaries(root: Path) -> None:
     """Put the writer's summary (nb-format(5)) into each run.json, from the event logs."""
     sys.path.insert(0, str(HERE.parent))
-    from nblog.reader._tag_summary import tag_summaries
+    from nblog.reader._views.tag_stats import tag_summaries
 
     for run in (root / "sweep").iterdir():
         path = run / "run.json"

@@ -168,7 +168,7 @@ timed.cpu = 0.0
 _READER = r"""
 import json, resource, sys, time
 import numpy, polars
-from nblog.reader._reader import RunReader
+from nblog.reader._views.reader import RunReader
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 t, c = time.perf_counter(), time.process_time()
 df = RunReader(sys.argv[1], root=sys.argv[2]).scalars(all_ranks=True)
@@ -180,7 +180,7 @@ print(json.dumps({"seconds": dt, "cpu_seconds": dc, "rows": len(df), "frame_byte
 
 _LIST = r"""
 import sys, time
-from nblog.reader._catalog import list_runs
+from nblog.reader._runs.catalog import list_runs
 t = time.perf_counter(); rows = list_runs(sys.argv[1]); dt = time.perf_counter() - t
 print(dt, len(rows))
 """

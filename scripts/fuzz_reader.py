@@ -42,10 +42,10 @@ with atheris.instrument_imports(include=["nblog"]):
     from nblog._errors import FormatVersionError
     from nblog.format import _format as F
     from nblog.format._pack import BlobError
-    from nblog.reader._live import LiveRun
-    from nblog.reader._logfile import LogFile
-    from nblog.reader._summary import overview
-    from nblog.reader._tail import Follower
+    from nblog.reader._answers.overview import overview
+    from nblog.reader._file.logfile import LogFile
+    from nblog.reader._views.live import LiveRun
+    from nblog.reader._views.tail import Follower
 
 SPLIT = struct.Struct("<I")  # input: u32 length of the event log, the log, then the pack
 STATE = {"target": "reader", "dir": ""}

@@ -1,4 +1,4 @@
-"""``nb watch RUN``: alerts from a run's files, computed outside the job (nblog.reader._watch)."""
+"""``nb watch RUN``: alerts from a run's files, computed outside the job (nblog.reader._views.watch)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Layout after Textualize's toolong / frogmouth: ``app.py`` (small), ``screens/``,
 ``widgets/``, ``messages.py``, one stylesheet ``nb.tcss``. Reading happens in thread
-workers over :class:`nblog.reader._live.LiveRun` (only appended bytes are read); numeric
+workers over :class:`nblog.reader._views.live.LiveRun` (only appended bytes are read); numeric
 work for display (EMA, min/max downsampling, bands) is :mod:`nbcli.series`.
 
 The app is ``nbcli.tui.app.NbTui``. This package imports nothing itself, so that

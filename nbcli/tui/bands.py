@@ -3,7 +3,7 @@
 The band and the outlier rule are :func:`nbcli.series.band` (the one nb plot
 and nb report use): the median across ranks of each rank's bucket mean, the min of the
 mins and the max of the maxes, and the rank farthest from the median relative to the
-band's width. This module only turns the TUI's live :class:`~nblog.reader._live.Series` into
+band's width. This module only turns the TUI's live :class:`~nblog.reader._views.live.Series` into
 that function's frame and its result into a :class:`PlotSpec`.
 """
 

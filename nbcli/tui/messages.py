@@ -9,7 +9,7 @@ from textual.message import Message
 
 
 class RunsLoaded(Message):
-    """The runs of the root (rows of ``nblog.reader._catalog.list_runs``)."""
+    """The runs of the root (rows of ``nblog.reader._runs.catalog.list_runs``)."""
 
     def __init__(self, rows: list[dict]) -> None:
         super().__init__()

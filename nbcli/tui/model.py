@@ -1,6 +1,6 @@
 """What the run screen reads, prepared in a worker thread.
 
-:class:`RunModel` holds one :class:`~nblog.reader._live.LiveRun` per run shown (several when
+:class:`RunModel` holds one :class:`~nblog.reader._views.live.LiveRun` per run shown (several when
 runs are overlaid) and turns a :class:`Request` (view, rank, tags, axis, smoothing,
 ...) into small results: plot specs, table rows, text entries. One lock serializes
 workers; nothing here touches widgets.

@@ -110,7 +110,7 @@ def failure_file_name(rank: int, session: int) -> str:
     """``failure.r<rank>.s<session>.json``: the failure mark of a rank's session (a
     JSON object: rank, session, host, pid, type, message, step, wall, thread), written
     with its first uncaught exception so that listings find every rank's failures
-    without reading event logs (see nblog/reader/_failures.py, man nb-format)."""
+    without reading event logs (see nblog/reader/_runfiles/failures.py, man nb-format)."""
     return f"failure.r{int(rank)}.s{int(session)}.json"
 
 

@@ -29,101 +29,101 @@ import importlib
 #: Public name -> (private module of this package, or an absolute one; its attribute).
 _NAMES: dict[str, tuple[str, str]] = {
     # finding runs
-    "default_root": ("._catalog", "default_root"),
-    "list_runs": ("._catalog", "list_runs"),
-    "list_runs_meta": ("._catalog", "list_runs_meta"),
-    "latest_run": ("._catalog", "latest_run"),
-    "resolve_run": ("._catalog", "resolve_run"),
-    "run_summary": ("._catalog", "run_summary"),
-    "run_status": ("._catalog", "run_status"),
+    "default_root": ("._runs.catalog", "default_root"),
+    "list_runs": ("._runs.catalog", "list_runs"),
+    "list_runs_meta": ("._runs.catalog", "list_runs_meta"),
+    "latest_run": ("._runs.catalog", "latest_run"),
+    "resolve_run": ("._runs.catalog", "resolve_run"),
+    "run_summary": ("._runs.catalog", "run_summary"),
+    "run_status": ("._runs.catalog", "run_status"),
     # where a run is: one definition each of the last step and of a live writer
-    "STALE_AFTER_S": ("._progress", "STALE_AFTER_S"),
-    "log_last_step": ("._progress", "log_last_step"),
-    "session_last_step": ("._progress", "session_last_step"),
-    "session_steps": ("._progress", "session_steps"),
-    "latest_step": ("._progress", "latest_step"),
-    "rank_last_step": ("._progress", "rank_last_step"),
-    "writer_alive": ("._progress", "writer_alive"),
-    "process_alive": ("._progress", "process_alive"),
-    "this_host": ("._progress", "this_host"),
-    "tag_summaries": ("._tag_summary", "tag_summaries"),
+    "STALE_AFTER_S": ("._runfiles.progress", "STALE_AFTER_S"),
+    "log_last_step": ("._runfiles.progress", "log_last_step"),
+    "session_last_step": ("._runfiles.progress", "session_last_step"),
+    "session_steps": ("._runfiles.progress", "session_steps"),
+    "latest_step": ("._runfiles.progress", "latest_step"),
+    "rank_last_step": ("._runfiles.progress", "rank_last_step"),
+    "writer_alive": ("._runfiles.progress", "writer_alive"),
+    "process_alive": ("._runfiles.progress", "process_alive"),
+    "this_host": ("._runfiles.progress", "this_host"),
+    "tag_summaries": ("._views.tag_stats", "tag_summaries"),
     # a rank's files
-    "event_files": ("._rankfiles", "event_files"),
-    "ranks_with_logs": ("._rankfiles", "ranks_with_logs"),
-    "RankFiles": ("._rankfiles", "RankFiles"),
-    "follow": ("._rankfiles", "follow"),
-    "read_on": ("._rankfiles", "read_on"),
-    "read_all": ("._rankfiles", "read_all"),
-    "hide_thresholds": ("._rankfiles", "hide_thresholds"),
-    "KIND_CODES": ("._rankfiles", "KIND_CODES"),
-    "WINDOW": ("._rankfiles", "WINDOW"),
-    "LogFile": ("._logfile", "LogFile"),
-    "Delta": ("._logfile", "Delta"),
+    "event_files": ("._runfiles.rankfiles", "event_files"),
+    "ranks_with_logs": ("._runfiles.rankfiles", "ranks_with_logs"),
+    "RankFiles": ("._runfiles.rankfiles", "RankFiles"),
+    "follow": ("._runfiles.rankfiles", "follow"),
+    "read_on": ("._runfiles.rankfiles", "read_on"),
+    "read_all": ("._runfiles.rankfiles", "read_all"),
+    "hide_thresholds": ("._runfiles.rankfiles", "hide_thresholds"),
+    "KIND_CODES": ("._runfiles.rankfiles", "KIND_CODES"),
+    "WINDOW": ("._runfiles.rankfiles", "WINDOW"),
+    "LogFile": ("._file.logfile", "LogFile"),
+    "Delta": ("._file.logfile", "Delta"),
     "read_header": ("nblog.format._walk", "read_header"),
     # frames, live series, following
-    "RunReader": ("._reader", "RunReader"),
-    "POINT_SCHEMA": ("._reader", "POINT_SCHEMA"),
-    "TEXT_SCHEMA": ("._reader", "TEXT_SCHEMA"),
-    "SYSTEM_SCHEMA": ("._reader", "SYSTEM_SCHEMA"),
-    "FAILURE_SCHEMA": ("._reader", "FAILURE_SCHEMA"),
-    "ALERT_SCHEMA": ("._reader", "ALERT_SCHEMA"),
-    "LiveRun": ("._live", "LiveRun"),
-    "Envelope": ("._envelope_read", "Envelope"),
-    "read_envelopes": ("._envelope_read", "read_envelopes"),
+    "RunReader": ("._views.reader", "RunReader"),
+    "POINT_SCHEMA": ("._views.reader", "POINT_SCHEMA"),
+    "TEXT_SCHEMA": ("._views.reader", "TEXT_SCHEMA"),
+    "SYSTEM_SCHEMA": ("._views.reader", "SYSTEM_SCHEMA"),
+    "FAILURE_SCHEMA": ("._views.reader", "FAILURE_SCHEMA"),
+    "ALERT_SCHEMA": ("._views.reader", "ALERT_SCHEMA"),
+    "LiveRun": ("._views.live", "LiveRun"),
+    "Envelope": ("._runfiles.envelopes", "Envelope"),
+    "read_envelopes": ("._runfiles.envelopes", "read_envelopes"),
     "envelope_file_name": ("nblog.format._filenames", "envelope_file_name"),
-    "Series": ("._live", "Series"),
-    "Follower": ("._tail", "Follower"),
-    "Event": ("._tail", "Event"),
-    "KINDS": ("._tail", "KINDS"),
-    "DEFAULT_KINDS": ("._tail", "DEFAULT_KINDS"),
-    "ConsoleLogs": ("._console_read", "ConsoleLogs"),
-    "ConsoleLine": ("._console_read", "ConsoleLine"),
+    "Series": ("._views.live", "Series"),
+    "Follower": ("._views.tail", "Follower"),
+    "Event": ("._views.tail", "Event"),
+    "KINDS": ("._views.tail", "KINDS"),
+    "DEFAULT_KINDS": ("._views.tail", "DEFAULT_KINDS"),
+    "ConsoleLogs": ("._runfiles.console", "ConsoleLogs"),
+    "ConsoleLine": ("._runfiles.console", "ConsoleLine"),
     # media
-    "MEDIA_SCHEMA": ("._media_read", "MEDIA_SCHEMA"),
-    "HISTOGRAM_SCHEMA": ("._media_read", "HISTOGRAM_SCHEMA"),
+    "MEDIA_SCHEMA": ("._runfiles.media", "MEDIA_SCHEMA"),
+    "HISTOGRAM_SCHEMA": ("._runfiles.media", "HISTOGRAM_SCHEMA"),
     "decode_histogram": ("nblog.media._media_encode", "decode_histogram"),
     # selection
-    "tag_matcher": ("._select", "tag_matcher"),
-    "tag_set": ("._select", "tag_set"),
+    "tag_matcher": ("._views.select", "tag_matcher"),
+    "tag_set": ("._views.select", "tag_set"),
     # reports
-    "overview": ("._summary", "overview"),
-    "tag_table": ("._summary", "tag_table"),
-    "timer_report": ("._summary", "timer_report"),
-    "failure_line": ("._summary", "failure_line"),
-    "provenance_lines": ("._summary", "provenance_lines"),
-    "TRACEBACK_LINES": ("._summary", "TRACEBACK_LINES"),
-    "timer_frames": ("._summary", "timer_frames"),
-    "failed_ranks": ("._summary", "failed_ranks"),
-    "StragglerRule": ("._stragglers", "StragglerRule"),
-    "TimerFrames": ("._stragglers", "TimerFrames"),
-    "straggler_frames": ("._stragglers", "straggler_frames"),
-    "STRAGGLER_SPREAD": ("._stragglers", "STRAGGLER_SPREAD"),
-    "STRAGGLER_FLOOR_S": ("._stragglers", "STRAGGLER_FLOOR_S"),
-    "STRAGGLER_WARMUP_STEPS": ("._stragglers", "STRAGGLER_WARMUP_STEPS"),
+    "overview": ("._answers.overview", "overview"),
+    "tag_table": ("._answers.overview", "tag_table"),
+    "timer_report": ("._answers.overview", "timer_report"),
+    "failure_line": ("._answers.overview", "failure_line"),
+    "provenance_lines": ("._answers.overview", "provenance_lines"),
+    "TRACEBACK_LINES": ("._answers.overview", "TRACEBACK_LINES"),
+    "timer_frames": ("._answers.overview", "timer_frames"),
+    "failed_ranks": ("._answers.overview", "failed_ranks"),
+    "StragglerRule": ("._views.stragglers", "StragglerRule"),
+    "TimerFrames": ("._views.stragglers", "TimerFrames"),
+    "straggler_frames": ("._views.stragglers", "straggler_frames"),
+    "STRAGGLER_SPREAD": ("._views.stragglers", "STRAGGLER_SPREAD"),
+    "STRAGGLER_FLOOR_S": ("._views.stragglers", "STRAGGLER_FLOOR_S"),
+    "STRAGGLER_WARMUP_STEPS": ("._views.stragglers", "STRAGGLER_WARMUP_STEPS"),
     # watching
-    "Watcher": ("._watch", "Watcher"),
-    "WatchOptions": ("._watch", "WatchOptions"),
+    "Watcher": ("._views.watch", "Watcher"),
+    "WatchOptions": ("._views.watch", "WatchOptions"),
     # export
-    "read_frame": ("._export", "read_frame"),
-    "read_frames": ("._export", "read_frames"),
-    "write_frame": ("._export", "write_frame"),
-    "write_frames": ("._export", "write_frames"),
-    "write_output": ("._export", "write_output"),
-    "export_root": ("._export", "export_root"),
-    "format_for": ("._export", "format_for"),
-    "refuse_linked_folders": ("._export", "refuse_linked_folders"),
-    "writing_to": ("._export", "writing_to"),
-    "EXPORT_KINDS": ("._export", "EXPORT_KINDS"),
-    "FORMATS": ("._export", "FORMATS"),
+    "read_frame": ("._runs.export", "read_frame"),
+    "read_frames": ("._runs.export", "read_frames"),
+    "write_frame": ("._runs.export", "write_frame"),
+    "write_frames": ("._runs.export", "write_frames"),
+    "write_output": ("._runs.export", "write_output"),
+    "export_root": ("._runs.export", "export_root"),
+    "format_for": ("._runs.export", "format_for"),
+    "refuse_linked_folders": ("._runs.export", "refuse_linked_folders"),
+    "writing_to": ("._runs.export", "writing_to"),
+    "EXPORT_KINDS": ("._runs.export", "EXPORT_KINDS"),
+    "FORMATS": ("._runs.export", "FORMATS"),
     # many runs, diff
-    "QueryError": ("._runs_query", "QueryError"),
-    "RunsTable": ("._runs_query", "RunsTable"),
-    "parse_where": ("._runs_query", "parse_where"),
-    "select_runs": ("._runs_query", "select"),
-    "group_runs": ("._runs_query", "groups"),
-    "diff_runs": ("._diff", "diff_runs"),
+    "QueryError": ("._runs.query", "QueryError"),
+    "RunsTable": ("._runs.query", "RunsTable"),
+    "parse_where": ("._runs.query", "parse_where"),
+    "select_runs": ("._runs.query", "select"),
+    "group_runs": ("._runs.query", "groups"),
+    "diff_runs": ("._runs.diff", "diff_runs"),
     # messages
-    "plural": ("._words", "plural"),
+    "plural": ("._answers.words", "plural"),
 }
 
 __all__ = sorted(_NAMES)
@@ -135,7 +135,44 @@ if TYPE_CHECKING:  # the names for the type checker; at run time __getattr__ imp
     from nblog.format._walk import read_header
     from nblog.media._media_encode import decode_histogram
 
-    from ._catalog import (
+    from ._answers.overview import (
+        TRACEBACK_LINES,
+        failed_ranks,
+        failure_line,
+        overview,
+        provenance_lines,
+        tag_table,
+        timer_frames,
+        timer_report,
+    )
+    from ._answers.words import plural
+    from ._file.logfile import Delta, LogFile
+    from ._runfiles.console import ConsoleLine, ConsoleLogs
+    from ._runfiles.envelopes import Envelope, read_envelopes
+    from ._runfiles.media import HISTOGRAM_SCHEMA, MEDIA_SCHEMA
+    from ._runfiles.progress import (
+        STALE_AFTER_S,
+        latest_step,
+        log_last_step,
+        process_alive,
+        rank_last_step,
+        session_last_step,
+        session_steps,
+        this_host,
+        writer_alive,
+    )
+    from ._runfiles.rankfiles import (
+        KIND_CODES,
+        WINDOW,
+        RankFiles,
+        event_files,
+        follow,
+        hide_thresholds,
+        ranks_with_logs,
+        read_all,
+        read_on,
+    )
+    from ._runs.catalog import (
         default_root,
         latest_run,
         list_runs,
@@ -144,10 +181,8 @@ if TYPE_CHECKING:  # the names for the type checker; at run time __getattr__ imp
         run_status,
         run_summary,
     )
-    from ._console_read import ConsoleLine, ConsoleLogs
-    from ._diff import diff_runs
-    from ._envelope_read import Envelope, read_envelopes
-    from ._export import (
+    from ._runs.diff import diff_runs
+    from ._runs.export import (
         EXPORT_KINDS,
         FORMATS,
         export_root,
@@ -160,32 +195,19 @@ if TYPE_CHECKING:  # the names for the type checker; at run time __getattr__ imp
         write_output,
         writing_to,
     )
-    from ._live import LiveRun, Series
-    from ._logfile import Delta, LogFile
-    from ._media_read import HISTOGRAM_SCHEMA, MEDIA_SCHEMA
-    from ._progress import (
-        STALE_AFTER_S,
-        latest_step,
-        log_last_step,
-        process_alive,
-        rank_last_step,
-        session_last_step,
-        session_steps,
-        this_host,
-        writer_alive,
+    from ._runs.query import (
+        QueryError,
+        RunsTable,
+        parse_where,
     )
-    from ._rankfiles import (
-        KIND_CODES,
-        WINDOW,
-        RankFiles,
-        event_files,
-        follow,
-        hide_thresholds,
-        ranks_with_logs,
-        read_all,
-        read_on,
+    from ._runs.query import (
+        groups as group_runs,
     )
-    from ._reader import (
+    from ._runs.query import (
+        select as select_runs,
+    )
+    from ._views.live import LiveRun, Series
+    from ._views.reader import (
         ALERT_SCHEMA,
         FAILURE_SCHEMA,
         POINT_SCHEMA,
@@ -193,19 +215,8 @@ if TYPE_CHECKING:  # the names for the type checker; at run time __getattr__ imp
         TEXT_SCHEMA,
         RunReader,
     )
-    from ._runs_query import (
-        QueryError,
-        RunsTable,
-        parse_where,
-    )
-    from ._runs_query import (
-        groups as group_runs,
-    )
-    from ._runs_query import (
-        select as select_runs,
-    )
-    from ._select import tag_matcher, tag_set
-    from ._stragglers import (
+    from ._views.select import tag_matcher, tag_set
+    from ._views.stragglers import (
         STRAGGLER_FLOOR_S,
         STRAGGLER_SPREAD,
         STRAGGLER_WARMUP_STEPS,
@@ -213,20 +224,9 @@ if TYPE_CHECKING:  # the names for the type checker; at run time __getattr__ imp
         TimerFrames,
         straggler_frames,
     )
-    from ._summary import (
-        TRACEBACK_LINES,
-        failed_ranks,
-        failure_line,
-        overview,
-        provenance_lines,
-        tag_table,
-        timer_frames,
-        timer_report,
-    )
-    from ._tag_summary import tag_summaries
-    from ._tail import DEFAULT_KINDS, KINDS, Event, Follower
-    from ._watch import Watcher, WatchOptions
-    from ._words import plural
+    from ._views.tag_stats import tag_summaries
+    from ._views.tail import DEFAULT_KINDS, KINDS, Event, Follower
+    from ._views.watch import Watcher, WatchOptions
 del TYPE_CHECKING  # not a name of nblog.reader's
 
 

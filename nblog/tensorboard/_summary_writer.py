@@ -56,7 +56,7 @@ from ..write._runid import derive_run_id, shared_job_id
 __all__ = ["UNSUPPORTED", "SummaryWriter", "export_tfevents", "run_folder_of"]
 
 if typing.TYPE_CHECKING:  # (typing.: no TYPE_CHECKING name among the module's public ones)
-    from ..reader._reader import RunReader
+    from ..reader._views.reader import RunReader
 
 # a rank part of a log_dir: a whole last folder "rank_3"/"rank3"/"rank-3", or a suffix
 # "_rank3"/"-rank_3"/".rank3" of the last folder's name
@@ -282,8 +282,8 @@ def export_tfevents(run: str | os.PathLike, out_dir: str | os.PathLike, *,
 
         raise missing_extra("tensorboard", "tensorboard", err) from err
 
-    from ..reader._export import writing_to
-    from ..reader._reader import RunReader
+    from ..reader._runs.export import writing_to
+    from ..reader._views.reader import RunReader
 
     reader = RunReader(run, root=root)
     ranks = reader.ranks()

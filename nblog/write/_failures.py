@@ -85,7 +85,7 @@ def log_failure(run: Run, exc_type: type[BaseException], exc: BaseException | No
         run._internal(err)
 
 def _mark_failure(run: Run, failure: dict) -> None:
-    """Write the failure mark of this rank's session (see nblog/reader/_failures.py)."""
+    """Write the failure mark of this rank's session (see nblog/reader/_runfiles/failures.py)."""
     from ..format._filenames import failure_file_name
     from ..format._host import hostname
     from ..format._runfile import write_json_atomic

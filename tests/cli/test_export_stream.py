@@ -13,7 +13,7 @@ import pytest
 from cli_helpers import clean_env
 from polars.testing import assert_frame_equal
 
-import nblog.reader._export as export_mod
+import nblog.reader._runs.export as export_mod
 from nblog.reader import RunReader, read_frame, read_frames, write_frame, write_frames
 
 CASES = [  # (kind, read_frame keywords): every rank, one rank, hidden points, a tag glob

@@ -16,8 +16,8 @@ import polars as pl
 import pytest
 from cli_helpers import clean_env
 
-import nblog.reader._runs_query as rq
-from nblog.reader._runs_query import quote_keys
+import nblog.reader._runs.query as rq
+from nblog.reader._runs.query import quote_keys
 
 SWEEP = Path(__file__).with_name("_sweep_writer.py")
 NB = [sys.executable, "-c", "from nbcli.app import main; main()"]

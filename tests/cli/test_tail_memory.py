@@ -91,7 +91,7 @@ run.finish()
 def test_windows_lose_nothing_and_keep_the_order(tmp_path):
     """A log of several read windows, with a frame larger than a window: the last N
     events are the tail of all events, every point is there once, in order."""
-    from nblog.reader._tail import _WINDOW, Follower
+    from nblog.reader._views.tail import _WINDOW, Follower
 
     root = tmp_path / "runs"
     subprocess.run([sys.executable, "-c", _WRITE_MIXED, str(root)], env=clean_env(), check=True, timeout=120)

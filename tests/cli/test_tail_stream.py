@@ -66,7 +66,7 @@ def test_tail_n_larger_than_the_log_holds_a_window_not_n_events(tmp_path):
 
 
 def test_stream_is_the_tail_of_every_event_across_sessions_and_hands_over_to_follow(tmp_path):
-    from nblog.reader._tail import _STREAM_ABOVE, Follower
+    from nblog.reader._views.tail import _STREAM_ABOVE, Follower
 
     root = tmp_path / "runs"
     _write(root, "two-00000001", 30_000)

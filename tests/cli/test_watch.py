@@ -1,4 +1,4 @@
-"""nb watch --once on the shared fixture runs, and the rules of nblog.reader._watch fed by hand."""
+"""nb watch --once on the shared fixture runs, and the rules of nblog.reader._views.watch fed by hand."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from nblog.reader._tail import Event
-from nblog.reader._watch import Progress, Spike, Watcher, stall_alerts
+from nblog.reader._views.tail import Event
+from nblog.reader._views.watch import Progress, Spike, Watcher, stall_alerts
 
 pytestmark = pytest.mark.timing  # run again beside a CPU hog: scripts/test_loaded.sh
 
@@ -90,7 +90,7 @@ def test_watcher_follow_stops_when_the_run_ended(runs):
 
 
 def test_gpu_rule_counts_samples_in_a_row_only_while_running():
-    from nblog.reader._watch import GpuState
+    from nblog.reader._views.watch import GpuState
 
     rule = GpuState(idle_percent=10, samples=3)
     tag = "system/gpu0/utilization_percent"
@@ -107,7 +107,7 @@ def test_gpu_rule_counts_samples_in_a_row_only_while_running():
 
 
 def test_event_of_a_hostile_file_gives_an_alert_without_raising():
-    from nblog.reader._watch import event_alert
+    from nblog.reader._views.watch import event_alert
 
     bad = {"kind": "failure", "type": 3, "message": ["x"], "step": True, "wall": "soon"}
     alert = event_alert(bad, "r", 2, 0, None)

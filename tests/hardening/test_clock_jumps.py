@@ -20,8 +20,8 @@ from typer.testing import CliRunner
 
 import nblog as nb
 from nbcli.app import app
-from nblog.reader._catalog import list_runs
-from nblog.reader._live import LiveRun
+from nblog.reader._runs.catalog import list_runs
+from nblog.reader._views.live import LiveRun
 
 DAY = 86400.0
 CHILD = textwrap.dedent("""

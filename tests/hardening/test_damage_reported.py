@@ -24,7 +24,7 @@ from hardkit import clean_env
 
 import nblog as nb
 from nblog.format import _format as F
-from nblog.reader._logfile import LogFile
+from nblog.reader._file.logfile import LogFile
 
 RUN = "dmg-00000001"
 CODE = "from nbcli.app import main; main()"

@@ -43,9 +43,9 @@ import nblog as nb
 from nblog._errors import FormatVersionError
 from nblog.format import _format as F
 from nblog.format._pack import BlobError
-from nblog.reader._live import LiveRun
-from nblog.reader._summary import overview
-from nblog.reader._tail import Follower
+from nblog.reader._answers.overview import overview
+from nblog.reader._views.live import LiveRun
+from nblog.reader._views.tail import Follower
 
 EXAMPLES = 1500 if FULL else 150
 ALLOC_LIMIT = 64 << 20  # bytes: far below every length a hostile header declares
@@ -425,7 +425,7 @@ def test_each_hostile_frame_class(base, case):
 
 
 def _tags_of(log: bytes) -> dict:
-    from nblog.reader._logfile import LogFile
+    from nblog.reader._file.logfile import LogFile
 
     with tempfile.NamedTemporaryFile(suffix=".log") as f:
         f.write(log)

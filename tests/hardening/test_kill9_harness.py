@@ -43,7 +43,7 @@ from k9values import expected_image, expected_scalars, expected_text
 
 import nblog as nb
 from nblog.format._runfile import read_run_json
-from nblog.reader._catalog import list_runs
+from nblog.reader._runs.catalog import list_runs
 
 CHILD = HERE / "_k9_child.py"
 KILLS = int(os.environ.get("NB_KILLS", "200" if FULL else "30"))

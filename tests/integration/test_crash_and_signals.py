@@ -131,7 +131,7 @@ def test_a_run_stopped_by_sigterm_lists_as_preempted_not_running_or_stale(tmp_pa
     means killed without a word); a requeue's new session is "running" again."""
     import time
 
-    from nblog.reader._catalog import STALE_AFTER_S, run_summary
+    from nblog.reader._runs.catalog import STALE_AFTER_S, run_summary
 
     root, proc = start_and_wait_ready(tmp_path)
     proc.send_signal(signal.SIGTERM)
@@ -214,7 +214,7 @@ def test_after_kill_9_nb_show_takes_the_last_step_from_the_event_log(tmp_path):
     """run.json's last_step is a progress update every few seconds, which a kill -9
     can leave far behind; nb show reads the event logs anyway, so its Sessions table
     and run row say the log's last step, as its event-log table does."""
-    from nblog.reader._summary import overview
+    from nblog.reader._answers.overview import overview
 
     root = tmp_path / "runs"
     proc = start_code(child("""

@@ -29,7 +29,7 @@ from _nbproc import REPO, base_env, read_line, start_code, wait
 
 import nblog as nb
 from nblog.reader import LiveRun
-from nblog.reader._listing_cache import MIN_RUNS
+from nblog.reader._runs.listing_cache import MIN_RUNS
 
 NB = [sys.executable, "-c", "from nbcli.app import main; main()"]
 

@@ -146,7 +146,7 @@ def test_a_garbage_run_json_keeps_each_sessions_end_and_steps_from_its_log(tmp_p
     assert isinstance(s1["end"], float) and s1["end"] >= s1["start"]
     assert s1["end_reason"] is None and s1["end_status"] == "finished" and s1["duration_s"] >= 0
     assert (sessions[2]["first_step"], sessions[2]["last_step"]) == (20, 29)
-    from nblog.reader._summary import overview
+    from nblog.reader._answers.overview import overview
 
     shown = overview(nb.RunReader(str(run_dir)))["sessions"]
     assert [s["config_unknown"] for s in shown] == [False, True, False]

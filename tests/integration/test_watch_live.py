@@ -201,7 +201,7 @@ def test_a_rank_stopped_with_sigstop_is_one_stall(tmp_path: Path) -> None:
                              text=True)
     procs = start_ranks(tmp_path, "stop-00000001", 2,  # rank 1 a little slower: rank 0 gets ahead of it
                         {"steps": 300, "sleep": 0.012, "seed": 3, "slow_rank": 1, "slow_sleep": 0.02})
-    from nblog.reader._tail import Follower
+    from nblog.reader._views.tail import Follower
 
     follow = [Follower(tmp_path / "watch" / "stop-00000001", rank=r) for r in (0, 1)]
     top = [-1, -1]

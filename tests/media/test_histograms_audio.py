@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from nblog.reader._media_read import HISTOGRAM_SCHEMA
+from nblog.reader._runfiles.media import HISTOGRAM_SCHEMA
 
 
 def check_against_numpy(r, tag, values, bins=64, step=None):

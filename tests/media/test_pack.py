@@ -196,7 +196,7 @@ def test_resume_hides_media_per_rank(make_run):
     assert r.histograms("h", include_hidden=True)["step"].n_unique() == 10
     hidden = [s["hidden_points"] for s in r.sessions()]
     assert hidden[0] >= 10  # 5 images + 5 histograms of session 0 are hidden
-    from nblog.reader._summary import tag_table  # what nb show lists: visible records only
+    from nblog.reader._answers.overview import tag_table  # what nb show lists: visible records only
 
     media = {t["tag"]: (t["points"], t["last_step"]) for t in tag_table(r) if t["kind"] == "media"}
     assert media == {"img": (8, 7), "h": (8, 7)}

@@ -98,7 +98,7 @@ def test_pack_check_counts_a_live_sessions_unseen_media_apart_from_missing_media
     import numpy as np
 
     import nblog as nb
-    from nblog.reader._media_read import pack_check
+    from nblog.reader._runfiles.media import pack_check
 
     run = nb.init("p", run_id="media-00000001", root=str(tmp_path), system=False, _environ={})
     for step in range(3):

@@ -46,7 +46,7 @@ def test_the_run_is_read_before_textual_is_imported(demo_run):
 
 def test_first_scalar_is_what_the_run_screen_plots_first(demo_run):
     from nbcli.tui.preload import first_scalar
-    from nblog.reader._live import LiveRun
+    from nblog.reader._views.live import LiveRun
 
     live = LiveRun(demo_run)
     assert first_scalar([live]) == sorted(live.tags(0, "scalar"))[0]

@@ -88,7 +88,7 @@ def run_header(app) -> str:
 
 @aio
 async def test_header_says_stale_as_the_runs_list_does(tmp_path):
-    from nblog.reader._catalog import STALE_AFTER_S
+    from nblog.reader._runs.catalog import STALE_AFTER_S
 
     silent_run(tmp_path)
     clock = Clock(WALL0 + 100 + STALE_AFTER_S + 60)  # killed with kill -9 four minutes ago
@@ -105,7 +105,7 @@ async def test_header_says_stale_as_the_runs_list_does(tmp_path):
 
 @aio
 async def test_header_turns_stale_while_it_is_open(tmp_path):
-    from nblog.reader._catalog import STALE_AFTER_S
+    from nblog.reader._runs.catalog import STALE_AFTER_S
 
     run_dir = silent_run(tmp_path)
     clock = Clock(WALL0 + 110)

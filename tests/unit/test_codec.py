@@ -25,7 +25,7 @@ from nblog.format import _format as F
 from nblog.format import _steps
 from nblog.format._steps import log_last_step
 from nblog.reader import read_header
-from nblog.reader._logfile import LogFile
+from nblog.reader._file.logfile import LogFile
 from nblog.write._session import _log_record_summary
 
 N = 50
@@ -56,9 +56,9 @@ def log_bytes(pts, session: dict | None = None) -> bytes:
 def each_decoder(pts, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
     """What each decoder reads from the COLUMNS frame of ``pts``, each as the records
     ``(step, value, tag id, ms)`` in order (or the ids and steps it gives)."""
-    from nblog.reader._columns_read import columns_frame
-    from nblog.reader._logfile import _Columns, _columns_of, _records_of_columns
-    from nblog.reader._reader import POINT_SCHEMA
+    from nblog.reader._file.columns import columns_frame
+    from nblog.reader._file.logfile import _Columns, _columns_of, _records_of_columns
+    from nblog.reader._views.reader import POINT_SCHEMA
 
     payload = F.encode_columns(records(pts))
     assert payload is not None

@@ -16,7 +16,7 @@ import nblog as nb
 from nblog.format import _format as F
 from nblog.format._steps import frames as _frames
 from nblog.format._steps import log_last_step
-from nblog.reader._logfile import LogFile
+from nblog.reader._file.logfile import LogFile
 from nblog.write._session import _log_record_summary
 
 
@@ -173,7 +173,7 @@ def test_a_corrupt_columns_frame_is_skipped_and_counted_not_raised(tmp_path):
 
 @pytest.mark.parametrize("shape", list(SHAPES))
 def test_the_numpy_decoder_of_readers_agrees_with_the_standard_library_one(shape):
-    from nblog.reader._logfile import _records_of_columns
+    from nblog.reader._file.logfile import _records_of_columns
 
     raw = records(SHAPES[shape])
     payload = F.encode_columns(raw)
@@ -181,7 +181,7 @@ def test_the_numpy_decoder_of_readers_agrees_with_the_standard_library_one(shape
 
 
 def test_both_decoders_refuse_the_same_malformed_columns():
-    from nblog.reader._logfile import _records_of_columns
+    from nblog.reader._file.logfile import _records_of_columns
 
     rng = random.Random(8)
     good = [F.encode_columns(records(SHAPES[s])) for s in SHAPES]

@@ -1,5 +1,5 @@
 """RunReader.scalars builds its frame with Polars alone from the COLUMNS frames as read
-(nblog.reader._columns_read, through an Arrow IPC stream, nblog.reader._ipc): the same
+(nblog.reader._file.columns, through an Arrow IPC stream, nblog.reader._file.ipc): the same
 rows, order and values, bit for bit, as the numpy path (RunReader._point_frame), which
 still serves files it does not (POINTS frames, wrapped milliseconds); and a first read
 in a fresh process imports no numpy.
@@ -23,9 +23,9 @@ from polars.testing import assert_frame_equal
 
 import nblog as nb
 from nblog.format import _format as F
-from nblog.reader._columns_read import columns_frame
-from nblog.reader._ipc import ipc_stream
-from nblog.reader._reader import POINT_SCHEMA
+from nblog.reader._file.columns import columns_frame
+from nblog.reader._file.ipc import ipc_stream
+from nblog.reader._views.reader import POINT_SCHEMA
 
 
 # the shapes of tests/unit/test_columns.py
@@ -230,7 +230,7 @@ def test_ipc_streams_hold_every_column_type():
 def test_checksums_in_two_threads_find_what_one_thread_finds(tmp_path, monkeypatch):
     """A read of 4 MiB or more checks its payloads in two threads: the same frames are
     skipped (a damaged payload in each half, garbage between frames), the same read."""
-    import nblog.reader._logfile as L
+    import nblog.reader._file.logfile as L
 
     frames = [F.frame(F.FRAME_COLUMNS, F.encode_columns(records([(i, float(i), 0, i // 10) for i in range(k, k + 9000)])))
               for k in range(0, 9000 * 60, 9000)]

@@ -1,4 +1,4 @@
-"""nblog.reader._console_read: parsing stamped lines, reading from the end across blocks, a torn
+"""nblog.reader._runfiles.console: parsing stamped lines, reading from the end across blocks, a torn
 last line, malformed lines, merging files by time, following appended lines."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import tracemalloc
 import pytest
 
 from nblog.format._filenames import parse_console_file_name
-from nblog.reader._console_read import ConsoleLogs, parse_line
+from nblog.reader._runfiles.console import ConsoleLogs, parse_line
 
 
 def make_run(tmp_path, files: dict[str, bytes]):
@@ -106,7 +106,7 @@ def test_a_planted_endless_line_costs_bounded_memory_and_is_skipped(tmp_path):
 
 MANY = """
 import resource, sys
-from nblog.reader._console_read import ConsoleLogs
+from nblog.reader._runfiles.console import ConsoleLogs
 resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
 for last in (None, 2):
     got = list(ConsoleLogs(sys.argv[1]).read(last=last))

@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from nblog.reader._console_read import ConsoleLogs
+from nblog.reader._runfiles.console import ConsoleLogs
 
 
 def _line(t: float, text: bytes) -> bytes:

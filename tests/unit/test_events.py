@@ -12,7 +12,7 @@ import pytest
 import nblog as nb
 from nblog.format import _format as F
 from nblog.format._filenames import parse_provenance_file_name, provenance_file_name
-from nblog.reader._logfile import LogFile
+from nblog.reader._file.logfile import LogFile
 from nblog.write import _provenance as P
 from nblog.write import _run
 from nblog.write._writer import Writer
@@ -67,7 +67,7 @@ def test_rank_0_failure_in_a_with_block_reaches_run_json(root) -> None:
     assert (fail["rank"], fail["type"], fail["message"], fail["step"]) == (0, "KeyError", "'missing column'", 7)
     (f,) = nb.RunReader(run.dir).failures().to_dicts()
     assert f["type"] == "KeyError" and "raise KeyError" in f["traceback"]
-    from nblog.reader._catalog import run_summary
+    from nblog.reader._runs.catalog import run_summary
 
     row = run_summary(run.dir)  # nb ls reads run.json only
     assert row["status"] == "failed" and row["failure"]["type"] == "KeyError"
@@ -162,7 +162,7 @@ def test_an_open_session_of_a_live_process_here_is_not_called_ended(tmp_path, al
     import sys
 
     from nblog.format._host import hostname
-    from nblog.reader._summary import incidents
+    from nblog.reader._answers.overview import incidents
 
     run_dir = tmp_path / "p" / "r-1"
     run_dir.mkdir(parents=True)

@@ -1,4 +1,4 @@
-"""nblog.reader._live.LiveRun: the same points as RunReader (hiding, wall and active time),
+"""nblog.reader._views.live.LiveRun: the same points as RunReader (hiding, wall and active time),
 extended incrementally as files grow, rebuilt on a new session."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tui"))
 import nbtui_synth as synth  # noqa: E402
 
 from nblog.format import _format as F  # noqa: E402
-from nblog.reader._live import LiveRun  # noqa: E402
-from nblog.reader._reader import RunReader  # noqa: E402
+from nblog.reader._views.live import LiveRun  # noqa: E402
+from nblog.reader._views.reader import RunReader  # noqa: E402
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""nblog.reader._logfile.LogFile: incremental parsing that keeps truncation apart from corruption.
+"""nblog.reader._file.logfile.LogFile: incremental parsing that keeps truncation apart from corruption.
 
 Files are built frame by frame with nblog.format._format, so each test knows exactly which
 bytes are whole, torn or damaged.
@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import nblog as nb
 from nblog.format import _format as F
-from nblog.reader._logfile import LogFile, read_header
+from nblog.reader._file.logfile import LogFile, read_header
 
 
 def session_frame(**extra):

@@ -8,7 +8,7 @@ import random
 
 import numpy as np
 
-from nblog.reader._wrap import unwrap_ms, unwrap_ms_array
+from nblog.reader._file.wrap import unwrap_ms, unwrap_ms_array
 
 TURN = 1 << 32
 HALF = 1 << 31
@@ -79,7 +79,7 @@ def test_array_agrees_with_scalar_random() -> None:
 def test_bulk_decoder_uses_the_same_rule() -> None:
     """LogFile's bulk decoding placed a value that went below 0 at -1 ms while Follower
     placed it one turn later: now both use the one rule."""
-    from nblog.reader._logfile import _unwrap
+    from nblog.reader._file.logfile import _unwrap
 
     seq = [3, TURN - 1, TURN - 2, 5]
     assert _unwrap(np.array(seq, dtype=np.uint32), 0).tolist() == loop(seq, 0) == [3, TURN - 1, TURN - 2, TURN + 5]

@@ -87,7 +87,7 @@ def test_tag_table_equals_the_frames(make_run):
     """nb show's per-tag summary (numpy on the payloads) agrees with the frames."""
     import polars as pl
 
-    from nblog.reader._summary import tag_table
+    from nblog.reader._answers.overview import tag_table
 
     env0 = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "2", "NB_RUN_ID": "frame-00000000"}
     env1 = {"RANK": "1", "LOCAL_RANK": "1", "WORLD_SIZE": "2", "NB_RUN_ID": "frame-00000000"}

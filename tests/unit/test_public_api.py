@@ -2,7 +2,7 @@
 ``__all__`` of every public module of ``nblog`` is complete and true.
 
 A module or name is private when any part of its dotted path starts with an underscore
-(``nblog._x``, ``nblog.reader._rankfiles``, ``from nblog.reader import _helper``). The
+(``nblog._x``, ``nblog.reader._runfiles.rankfiles``, ``from nblog.reader import _helper``). The
 scan reads every ``nbcli`` source file with :mod:`ast`, so function-local imports count.
 """
 
@@ -48,11 +48,11 @@ def private_imports(source: str) -> list[tuple[int, str]]:
 
 
 def test_the_scan_finds_private_imports():
-    src = ("import nblog._format\nfrom nblog.reader._rankfiles import x\nfrom nblog.reader import _y\n"
+    src = ("import nblog._format\nfrom nblog.reader._runfiles.rankfiles import x\nfrom nblog.reader import _y\n"
            "def f():\n    from nblog._tail import Follower\n"
            "from nblog import RunReader\nfrom nblog.reader import Follower\nfrom nblog import __version__\n")
     assert [w for _l, w in private_imports(src)] == [
-        "nblog._format", "nblog.reader._rankfiles", "nblog.reader._y", "nblog._tail"]
+        "nblog._format", "nblog.reader._runfiles.rankfiles", "nblog.reader._y", "nblog._tail"]
 
 
 def test_nbcli_imports_only_public_nblog_names():

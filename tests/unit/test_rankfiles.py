@@ -1,4 +1,4 @@
-"""nblog.reader._rankfiles: the one layer that finds, orders and reads a rank's files.
+"""nblog.reader._runfiles.rankfiles: the one layer that finds, orders and reads a rank's files.
 
 Files are built frame by frame with nblog.format._format (as tests/unit/test_logfile.py
 does), or logged by a real ``nb.init`` run.
@@ -11,7 +11,7 @@ import numpy as np
 import nblog as nb
 from nblog.format import _format as F
 from nblog.reader import RankFiles, RunReader, event_files, follow, ranks_with_logs, read_all
-from nblog.reader._logfile import LogFile
+from nblog.reader._file.logfile import LogFile
 
 
 def points_frame(steps, tag=0):

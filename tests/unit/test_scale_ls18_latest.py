@@ -17,7 +17,7 @@ from pathlib import Path
 
 import nblog as nb
 from nblog.reader import latest_run, list_runs
-from nblog.reader._listing_cache import INFO, MIN_RUNS
+from nblog.reader._runs.listing_cache import INFO, MIN_RUNS
 
 _LATEST = r"""
 import json, os, sys

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import nblog as nb
-from nblog.reader._listing_cache import MIN_RUNS
+from nblog.reader._runs.listing_cache import MIN_RUNS
 
 _LS = r"""
 import atexit, json, os, sys

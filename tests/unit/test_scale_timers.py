@@ -21,7 +21,7 @@ def hook(event, args):
             listed.append(event)
 
 import nblog
-from nblog.reader._summary import timer_report
+from nblog.reader._answers.overview import timer_report
 reader = nblog.RunReader(run_dir)
 sys.addaudithook(hook)
 report = timer_report(reader)

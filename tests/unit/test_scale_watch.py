@@ -16,7 +16,7 @@ RANKS = 64
 
 _COUNT_LISTINGS = r"""
 import json, os, sys
-from nblog.reader._watch import Watcher
+from nblog.reader._views.watch import Watcher
 run_dir = sys.argv[1]
 counts = {"listings": 0}
 def hook(event, args):

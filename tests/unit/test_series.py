@@ -104,7 +104,7 @@ def test_import_nblog_does_not_load_them():
     import subprocess
     import sys
 
-    code = "import sys, nblog; print([m for m in ('nbcli.series', 'nblog.reader._live', 'numpy') if m in sys.modules])"
+    code = "import sys, nblog; print([m for m in ('nbcli.series', 'nblog.reader._views.live', 'numpy') if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 

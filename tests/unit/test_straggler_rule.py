@@ -14,7 +14,7 @@ import polars as pl
 import pytest
 
 from nblog.reader import RunReader, StragglerRule, straggler_frames
-from nblog.reader._stragglers import timer_stats_of
+from nblog.reader._views.stragglers import timer_stats_of
 
 SCHEMA = {"tag": pl.String, "rank": pl.Int32, "session": pl.Int32, "step": pl.Int64, "value": pl.Float64}
 US = 1e-6

@@ -2,7 +2,7 @@
 
 :class:`Follower` turns a rank's event logs into :class:`Event` objects, session file by
 session file, in file order. Each :meth:`Follower.poll` reads only the bytes appended
-since the previous one (:class:`~nblog.reader._logfile.LogFile` keeps the offsets and leaves a
+since the previous one (:class:`~nblog.reader._file.logfile.LogFile` keeps the offsets and leaves a
 partial last frame for later: "not written yet"), picks up new session files (a resume)
 and, while the run folder does not exist yet, simply finds nothing.
 
@@ -27,13 +27,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._errors import RunNotFoundError
-from ..format import _format as F
-from ._catalog import resolve_run
-from ._logfile import Delta, LogFile, _unwrap
-from ._rankfiles import KIND_CODES, WINDOW, RankFiles, follow, read_on
-from ._select import tag_matcher
-from ._wrap import unwrap_ms
+from ..._errors import RunNotFoundError
+from ...format import _format as F
+from .._file.logfile import Delta, LogFile, _unwrap
+from .._file.wrap import unwrap_ms
+from .._runfiles.rankfiles import KIND_CODES, WINDOW, RankFiles, follow, read_on
+from .._runs.catalog import resolve_run
+from .select import tag_matcher
 
 _WINDOW = WINDOW  # bytes of a file read (and held) per LogFile poll
 #: ``Follower.stream(last)`` above this reads the logs twice instead of keeping ``last`` records.
@@ -170,9 +170,9 @@ class Follower:
         kinds: the kinds of events to return (:data:`KINDS`); system metrics are left
             out by default.
         tags: shell-style globs; only tags matching one of them are returned.
-        files: the run folder's :class:`~nblog.reader._rankfiles.RankFiles`, shared by
+        files: the run folder's :class:`~nblog.reader._runfiles.rankfiles.RankFiles`, shared by
             the Followers of many ranks (``nb watch``): its owner lists the folder
-            (:meth:`~nblog.reader._rankfiles.RankFiles.scan`) before each poll and this
+            (:meth:`~nblog.reader._runfiles.rankfiles.RankFiles.scan`) before each poll and this
             Follower never does (None: its own, listed at each poll).
 
     Not thread-safe: poll from one thread. Files are read, never written.

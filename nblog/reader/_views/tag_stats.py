@@ -11,10 +11,10 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from .._errors import NbError
-from ..format import _format as F
-from ..format._filenames import RUN_JSON
-from ..format._runfile import read_json_file
+from ..._errors import NbError
+from ...format import _format as F
+from ...format._filenames import RUN_JSON
+from ...format._runfile import read_json_file
 
 #: The statistics of a tag summary (run.json ``summary``, see nb-format(5)).
 SUMMARY_STATS = ("last", "step", "min", "max")
@@ -54,7 +54,7 @@ def tag_summaries(run_dir: str, meta: Mapping | None = None) -> dict[str, dict]:
 def _summaries_from_logs(run_dir: str) -> dict[str, dict]:
     import polars as pl
 
-    from ._reader import RunReader
+    from .reader import RunReader
 
     try:
         frame = RunReader(run_dir).scalars(rank=0)

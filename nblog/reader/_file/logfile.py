@@ -43,15 +43,15 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from .. import _log as log
-from .._errors import DamagedLogWarning, FormatVersionError
-from ..format import _format as F
-from ..format import _walk as W
-from ..format._filenames import parse_event_file_name
-from ..format._runfile import open_regular
-from ..format._walk import read_header  # noqa: F401  (its old home: nblog.reader.read_header is W's)
-from ._words import plural
-from ._wrap import unwrap_ms, unwrap_ms_array
+from ... import _log as log
+from ..._errors import DamagedLogWarning, FormatVersionError
+from ...format import _format as F
+from ...format import _walk as W
+from ...format._filenames import parse_event_file_name
+from ...format._runfile import open_regular
+from ...format._walk import read_header  # noqa: F401  (its old home: nblog.reader.read_header is W's)
+from .._answers.words import plural
+from .wrap import unwrap_ms, unwrap_ms_array
 
 TYPE_CHECKING = False  # numpy is imported where points are asked for, typing never
 if TYPE_CHECKING:
@@ -642,7 +642,7 @@ def _copy_of(walk: list[tuple[int, int, int, bool]], j: int) -> int | None:
 
 def _unwrap(ms32: np.ndarray, start: int) -> np.ndarray:
     """Undo the 2**32 wrap of u32 milliseconds, continuing after ``start``: the rule of
-    :mod:`nblog.reader._wrap` (:func:`~nblog.reader._wrap.unwrap_ms_array`)."""
+    :mod:`nblog.reader._file.wrap` (:func:`~nblog.reader._file.wrap.unwrap_ms_array`)."""
     return unwrap_ms_array(ms32, start)
 
 

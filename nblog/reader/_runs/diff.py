@@ -28,13 +28,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..format._walk import read_header
-from ._catalog import run_summary
-from ._progress import session_steps
-from ._rankfiles import event_files
-from ._reader import RunReader
-from ._runs_query import flat_config
-from ._tag_summary import tag_summaries
+from ...format._walk import read_header
+from .._runfiles.progress import session_steps
+from .._runfiles.rankfiles import event_files
+from .._views.reader import RunReader
+from .._views.tag_stats import tag_summaries
+from .catalog import run_summary
+from .query import flat_config
 
 _ABSENT = object()
 #: (key, label, counted) of the environment section, in order
@@ -168,8 +168,8 @@ def _code(run_dir: str) -> tuple[dict | None, dict]:
     import os
     import shlex
 
-    from ..format._runfile import open_regular
-    from ._summary import provenance
+    from ...format._runfile import open_regular
+    from .._answers.overview import provenance
 
     records = [p for p in provenance(run_dir) if p.get("rank") == 0 and isinstance(p.get("session"), int)]
     rec = max(records, key=lambda p: p["session"]) if records else None

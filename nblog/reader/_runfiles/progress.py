@@ -23,8 +23,8 @@ import os
 import time
 from collections.abc import Mapping
 
-from ..format._host import hostname
-from ..format._steps import higher, latest_step, log_last_step, rank_last_step, recorded_steps
+from ...format._host import hostname
+from ...format._steps import higher, latest_step, log_last_step, rank_last_step, recorded_steps
 
 #: Seconds without a write after which the writer of a session on another machine
 #: counts as gone ("stale": three heartbeats missed).
@@ -110,7 +110,7 @@ def session_steps(run_dir: str, sessions: object) -> dict[int, int | None]:
     """The last step of each of run.json's ``sessions`` (its list) of the run in
     ``run_dir``: :func:`session_last_step` of its ``last_step`` and of rank 0's event
     log of that session (:func:`log_last_step`, its end read), by session number."""
-    from ..format._filenames import event_file_name
+    from ...format._filenames import event_file_name
 
     out: dict[int, int | None] = {}
     recorded = recorded_steps(sessions)

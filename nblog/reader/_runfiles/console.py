@@ -10,7 +10,7 @@ not parse are skipped and counted (:attr:`ConsoleLogs.skipped`).
 whole or their last N lines (read backwards from the end in blocks, so memory is
 bounded by N lines, not by the files), merges the ranks by time, filters by a regular
 expression, and follows new lines (:meth:`ConsoleLogs.follow`, with ``sleep`` and
-``clock`` injectable, as :meth:`nblog.reader._tail.Follower.follow`).
+``clock`` injectable, as :meth:`nblog.reader._views.tail.Follower.follow`).
 
 Standard library only. Files are read, never written.
 """
@@ -26,12 +26,12 @@ from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from .. import _log as log
-from .._errors import RunNotFoundError
-from ..format._filenames import parse_console_file_name
-from ..format._runfile import open_regular
-from ._catalog import resolve_run
-from ._rankfiles import follow
+from ... import _log as log
+from ..._errors import RunNotFoundError
+from ...format._filenames import parse_console_file_name
+from ...format._runfile import open_regular
+from .._runs.catalog import resolve_run
+from .rankfiles import follow
 
 _BLOCK = 1 << 16  # bytes read at a time
 _LONGEST = 1 << 20  # a longer line (nb writes at most 64 KiB and a stamp) is skipped, counted

@@ -15,16 +15,16 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from ..format import _format as F
-from ._catalog import run_summary
-from ._failures import failure_line, unended_line
-from ._media_read import pack_check
-from ._progress import session_last_step, this_host, writer_alive
-from ._reader import RunReader
-from ._select import tag_matcher
-from ._stragglers import MIN_STEPS, StragglerRule, TimerFrames, straggler_frames
-from ._tail import json_number
-from ._words import plural
+from ...format import _format as F
+from .._runfiles.failures import failure_line, unended_line
+from .._runfiles.media import pack_check
+from .._runfiles.progress import session_last_step, this_host, writer_alive
+from .._runs.catalog import run_summary
+from .._views.reader import RunReader
+from .._views.select import tag_matcher
+from .._views.stragglers import MIN_STEPS, StragglerRule, TimerFrames, straggler_frames
+from .._views.tail import json_number
+from .words import plural
 
 if TYPE_CHECKING:
     import polars as pl
@@ -190,8 +190,8 @@ def overview(reader: RunReader, tags: str | Iterable[str] | None = None) -> dict
     """Everything ``nb show`` prints, as one JSON-able dict; ``tags`` (shell-style
     globs, None: all) selects the entries of ``tags``, nothing else.
 
-    Keys: run (the ``nb ls`` row of :func:`nblog.reader._catalog.run_summary`, last step and
-    status included: one definition, ``nblog.reader._progress``), meta (the other
+    Keys: run (the ``nb ls`` row of :func:`nblog.reader._runs.catalog.run_summary`, last step and
+    status included: one definition, ``nblog.reader._runfiles.progress``), meta (the other
     ``run.json`` fields: launcher, job_id, job_id_source, run_id_source, hosts,
     nblog_version, format_version), config (the first session's), sessions (from
     ``run.json``, each with hidden_points: points hidden by later sessions, all ranks;
@@ -311,7 +311,7 @@ def overview(reader: RunReader, tags: str | Iterable[str] | None = None) -> dict
 def media_pack(reader: RunReader, rank: int) -> dict | None:
     """The media packs of ``rank`` checked against their references without reading a
     blob; None when the rank logged no media. The one check is
-    :func:`nblog.reader._media_read.pack_check` (sizes from ``fstat`` of each open pack;
+    :func:`nblog.reader._runfiles.media.pack_check` (sizes from ``fstat`` of each open pack;
     ``missing`` for sessions that ended, ``not_visible`` for a session still writing).
     Blob checksums are verified when blobs are read (``nb media -o``,
     :meth:`RunReader.image`)."""
@@ -463,7 +463,7 @@ def incidents(reader: RunReader, files: list[dict] | None = None, status: str | 
     A session without an END record counts as ended when the run is not running
     (finished, failed, stale), when its rank has a later session, or when another
     rank's same session has ended and its writer is not alive
-    (:func:`nblog.reader._progress.writer_alive`: on this machine its process; elsewhere,
+    (:func:`nblog.reader._runfiles.progress.writer_alive`: on this machine its process; elsewhere,
     a record within the last minutes), as a rank still blocked in a collective after
     another one failed is.
     """
@@ -541,8 +541,8 @@ MAX_PROVENANCE_BYTES = 16 << 20
 def provenance(run_dir: str) -> list[dict]:
     """The provenance records of a run (``provenance.r<rank>.s<session>.json``), by rank
     then session, each with ``file`` added; a file that is not a JSON object is skipped."""
-    from ..format._filenames import parse_provenance_file_name
-    from ..format._runfile import read_json_file
+    from ...format._filenames import parse_provenance_file_name
+    from ...format._runfile import read_json_file
 
     try:
         names = os.listdir(run_dir)

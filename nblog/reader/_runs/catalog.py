@@ -2,7 +2,7 @@
 
 Listing reads ``run.json`` and file sizes and modification times, so it stays fast on
 thousands of runs. Event contents are read only where run.json may be behind the logs
-(``nblog.reader._progress``: one definition of the last step): the end of rank 0's
+(``nblog.reader._runfiles.progress``: one definition of the last step): the end of rank 0's
 event log of a session that has not ended and was written since run.json (a run still
 running, or killed with ``kill -9``), or of a session run.json does not know. The
 listing cache keeps what was read, by the log's size and modification time.
@@ -16,17 +16,17 @@ import os
 import time
 from collections.abc import Iterator, Mapping
 
-from .._errors import AmbiguousRunError, RunNotFoundError
-from ..format._filenames import (
+from ..._errors import AmbiguousRunError, RunNotFoundError
+from ...format._filenames import (
     EVENTS_PREFIX,
     FAILURE_PREFIX,
     MEDIA_PREFIX,
     RUN_JSON,
     parse_event_file_name,
 )
-from ..format._runfile import read_json_file
-from ._listing_cache import ListingCache
-from ._progress import STALE_AFTER_S, log_last_step, this_host, writer_alive
+from ...format._runfile import read_json_file
+from .._runfiles.progress import STALE_AFTER_S, log_last_step, this_host, writer_alive
+from .listing_cache import ListingCache
 
 
 def default_root(env: Mapping[str, str] | None = None) -> str:
@@ -111,14 +111,14 @@ def run_summary(run_dir: str, now: float | None = None, stale_after: float = STA
     Keys: id, project, name, status (:func:`run_status`: running / finished / failed /
     preempted / stale / unknown), ranks
     (ranks with event logs), world_size, sessions, last_step (the run's last step,
-    ``nblog.reader._progress``: rank 0's latest session that logged one, the higher of
+    ``nblog.reader._runfiles.progress``: rank 0's latest session that logged one, the higher of
     run.json's figure and its event log's), last_step_updated (unix seconds: when rank 0
     recorded last_step in run.json, every few seconds while the step moves, or when
     its event log was last written where the log holds a later step; None when
     unknown), started (unix seconds), duration_s (active time:
     sessions added up, queue gaps left out), last_write (unix seconds), size_bytes, path,
     failure (the earliest uncaught exception of the latest session on any rank, from
-    the failure marks failing ranks write (nblog/reader/_failures.py): rank, session,
+    the failure marks failing ranks write (nblog/reader/_runfiles/failures.py): rank, session,
     host, pid, type, message, step, wall, thread; for a run without marks, rank 0's as
     run.json records it; None otherwise), failed_after (how many other ranks failed
     after it), failure_line (``failed: rank 3 (host7), step 812, RuntimeError: ...``,
@@ -141,14 +141,14 @@ def run_status(meta: Mapping, last_write: float | None, now: float | None = None
         now: the time to judge by (unix seconds; default: now).
         stale_after: seconds without a write after which the writer of a run on
             another machine counts as gone.
-        here: this machine's name (default: ``nblog.reader._progress.this_host``).
+        here: this machine's name (default: ``nblog.reader._runfiles.progress.this_host``).
 
     Returns:
         run.json's ``status`` ("running", "finished", "failed"; "unknown" when it has
         none), except for a run still marked "running": "preempted" when its last
         session has ended (an ``end`` recorded, as on SIGTERM: the job is expected to
         be requeued), else "stale" when the process of its latest session is not alive
-        (``nblog.reader._progress.writer_alive``: on this machine, its pid; elsewhere,
+        (``nblog.reader._runfiles.progress.writer_alive``: on this machine, its pid; elsewhere,
         no write for ``stale_after`` seconds): killed without a chance to say so.
     """
     if not isinstance(meta, Mapping):
@@ -193,7 +193,7 @@ def _base_status(meta: Mapping) -> str:
 
 def run_info(meta: Mapping) -> list:
     """What a row of ``nb ls`` takes from a parsed run.json, as a list in the order of
-    :data:`nblog.reader._listing_cache.INFO` (what the listing cache keeps): name,
+    :data:`nblog.reader._runs.listing_cache.INFO` (what the listing cache keeps): name,
     created, world_size, sessions (how many), status (:func:`_base_status`), closed_s
     (active seconds of the sessions whose end does not depend on the files), open_start
     (start of a last session still open: it lasts until the last write), last_step
@@ -247,7 +247,7 @@ def _summary(run_dir: str, now: float, stale_after: float, only_runs: bool, meta
     ``where``: ``(project, id)``, the names of the folder and its parent when the
     caller knows them. ``here``: this machine's name (default: looked up)."""
     ranks: set[int] = set()
-    marks: list[str] = []  # failure marks (reader/_failures.py): any rank's uncaught exception
+    marks: list[str] = []  # failure marks (reader/_runfiles/failures.py): any rank's uncaught exception
     logs0: dict[int, tuple[str, os.stat_result]] = {}  # rank 0's event logs: session -> (name, stat)
     last_write = 0.0
     json_mtime = 0.0
@@ -367,7 +367,7 @@ _EVENT_NAMES: dict[str, tuple[int, int] | None] = {}
 def _last_step(run_dir: str, recorded: int | None, updated: float | None, recorded_session: int | None,
                ended: bool, json_mtime: float, logs0: dict[int, tuple[str, os.stat_result]],
                cache: ListingCache | None) -> tuple[int | None, float | None]:
-    """The run's last step (``nblog.reader._progress``) from run.json's figure and rank
+    """The run's last step (``nblog.reader._runfiles.progress``) from run.json's figure and rank
     0's event logs, reading a log only where run.json may be behind it, and when it was
     written (unix seconds: run.json's ``updated``, or the log's modification time when
     the log's figure is higher).
@@ -400,7 +400,7 @@ def _last_step(run_dir: str, recorded: int | None, updated: float | None, record
 
 
 def _log_step(run_dir: str, name: str, st: os.stat_result, cache: ListingCache | None) -> int | None:
-    """:func:`nblog.reader._progress.log_last_step` of the log ``name`` of ``run_dir``,
+    """:func:`nblog.reader._runfiles.progress.log_last_step` of the log ``name`` of ``run_dir``,
     from ``cache`` when it read the log at this size and modification time."""
     if cache is not None:
         hit = cache.log_step(run_dir, name, st)
@@ -421,8 +421,8 @@ def _failed(run_dir: str, failure: dict | None, last_session: int | None, marks:
         return _NO_FAILURE
     marked, after = None, 0
     if marks:  # only runs with a mark pay for reading it
-        from ..format._filenames import parse_failure_file_name
-        from ._failures import first_failure, read_marks
+        from ...format._filenames import parse_failure_file_name
+        from .._runfiles.failures import first_failure, read_marks
 
         if last_session is None:  # no run.json: the marks' latest session
             numbers = [rs[1] for rs in map(parse_failure_file_name, marks) if rs is not None]
@@ -433,7 +433,7 @@ def _failed(run_dir: str, failure: dict | None, last_session: int | None, marks:
         failure = marked
     line = None
     if failure is not None:
-        from ._failures import failure_line
+        from .._runfiles.failures import failure_line
 
         line = failure_line(failure, after)
     return {"failure": failure, "failed_after": after, "failure_line": line, "_marked": marked is not None}

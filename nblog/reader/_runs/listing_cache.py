@@ -6,7 +6,7 @@ JSON parse; on 20,000 runs that is most of two seconds. This cache keeps, per ru
 folder, the names of its event logs and media packs (valid while the folder's
 modification time is unchanged: creating, removing or renaming a file in it changes
 that) and what listing derives from ``run.json`` (:data:`INFO`, made by
-:func:`nblog.reader._catalog.run_info`; for a query also its ``config`` and ``summary``,
+:func:`nblog.reader._runs.catalog.run_info`; for a query also its ``config`` and ``summary``,
 in a second file; valid while the file's inode, size and modification time are
 unchanged: nblog replaces run.json by a rename, so every write gives a new inode). A
 run listed from the cache costs a ``stat`` of its folder and of each event log (sizes
@@ -17,9 +17,9 @@ an unchanged folder holds the run.json that was read).
 Each run is one small JSON array (no key names repeated 20,000 times, and no session
 list: only what the row is made of), so that loading the cache of 20,000 runs is a
 fraction of the listing. Where listing reads the end of rank 0's event log (a session
-run.json may be behind: :func:`nblog.reader._catalog._last_step`), the step found is kept
+run.json may be behind: :func:`nblog.reader._runs.catalog._last_step`), the step found is kept
 by the log's name, size and modification time, so a killed run's log is read once. ``nb resume-id --latest``
-(:func:`nblog.reader._catalog.latest_run`) uses the same file, stat'ing only each
+(:func:`nblog.reader._runs.catalog.latest_run`) uses the same file, stat'ing only each
 run.json.
 
 The cache is a JSON file per root in ``$NB_CACHE_DIR`` (default
@@ -39,13 +39,13 @@ import os
 import time
 from collections.abc import Mapping
 
-from ..format._filesafety import write_atomic
+from ...format._filesafety import write_atomic
 
 VERSION = 3  # 1: a dict per run; 2: no writer, step session or log steps (ignored now: listed afresh once)
 MIN_RUNS = 500  # smaller roots list fast enough without one (and tests leave no files behind)
 SETTLE_S = 2.0
 #: What listing keeps of a run.json, in this order (one array per run): see
-#: :func:`nblog.reader._catalog.run_info`.
+#: :func:`nblog.reader._runs.catalog.run_info`.
 INFO = ("name", "created", "world_size", "sessions", "status", "closed_s", "open_start", "last_step",
         "last_step_updated", "failure", "last_session", "step_session", "step_ended", "writer")
 #: Also kept for a query (``nb ls --where``), in a cache file of its own.

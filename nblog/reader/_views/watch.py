@@ -1,7 +1,7 @@
 """Alerts computed from outside the job, from the files a run writes: the engine of ``nb watch``.
 
-The rules are small objects fed the new events of each poll (:class:`~nblog.reader._tail.Event`
-from one :class:`~nblog.reader._tail.Follower` per rank, plus the failure and alert events of
+The rules are small objects fed the new events of each poll (:class:`~nblog.reader._views.tail.Event`
+from one :class:`~nblog.reader._views.tail.Follower` per rank, plus the failure and alert events of
 each session's log); each returns alerts as JSON-able dicts with stable keys (see
 :func:`make_alert`):
 
@@ -24,7 +24,7 @@ failure        an uncaught exception recorded by any rank
 unended        a rank's session that ended without an END record (``kill -9``, the OOM
                killer, a lost node) while the run is over or other ranks closed theirs:
                its process is gone (checked on this machine; elsewhere: no frame for
-               :data:`~nblog.reader._progress.STALE_AFTER_S` seconds)
+               :data:`~nblog.reader._runfiles.progress.STALE_AFTER_S` seconds)
 alert          an alert the training code raised with ``run.alert``
 =============  =============================================================================
 
@@ -45,17 +45,17 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 
-from ..format._runfile import read_run_json
-from ._catalog import run_status
-from ._failures import unended_line
-from ._rankfiles import follow, ranks_with_logs
-from ._stragglers import STRAGGLER_FLOOR_S, STRAGGLER_SPREAD, STRAGGLER_WARMUP_STEPS, StragglerRule
-from ._tail import KINDS, Event, Follower, json_number
-from ._words import plural
+from ...format._runfile import read_run_json
+from .._answers.words import plural
+from .._runfiles.failures import unended_line
+from .._runfiles.rankfiles import follow, ranks_with_logs
+from .._runs.catalog import run_status
+from .stragglers import STRAGGLER_FLOOR_S, STRAGGLER_SPREAD, STRAGGLER_WARMUP_STEPS, StragglerRule
+from .tail import KINDS, Event, Follower, json_number
 
 TYPE_CHECKING = False  # RankFiles is imported where the folder is first listed, typing never
 if TYPE_CHECKING:
-    from ._rankfiles import RankFiles
+    from .._runfiles.rankfiles import RankFiles
 
 #: The keys every alert has, in this order (rule-specific values follow).
 ALERT_KEYS = ("rule", "level", "run", "rank", "host", "tag", "step", "wall_time", "message")
@@ -271,8 +271,8 @@ def straggler_alerts(run_dir: str, run: str, hosts: dict[int, str | None], rule:
     """Each straggler of each timer by the one straggler rule
     (:func:`nblog.reader.timer_frames`, as ``nb timers --last-steps N``) over each
     rank's last ``last_steps`` steps."""
-    from ._reader import RunReader
-    from ._summary import timer_frames
+    from .._answers.overview import timer_frames
+    from .reader import RunReader
 
     frames = timer_frames(RunReader(run_dir), last_steps=last_steps, rule=rule)
     if frames is None:
@@ -294,7 +294,8 @@ def _load_timer_report() -> None:
     """Import what :func:`straggler_alerts` needs, so that the watch times the rule only:
     counting the first import in (0.2 s here, seconds on a loaded machine) made the next
     check wait 20 times that, and a straggler was reported many polls late."""
-    from . import _reader, _summary  # noqa: F401
+    from .._answers import overview  # noqa: F401
+    from . import reader  # noqa: F401
 
 
 def event_alert(ev: dict, run: str, rank: int, session: int, host: str | None) -> dict | None:
@@ -381,7 +382,7 @@ class Watcher:
         self.status = meta.get("status")
         running = self.status == "running"
         if self._files is None:
-            from ._rankfiles import WINDOW, RankFiles
+            from .._runfiles.rankfiles import WINDOW, RankFiles
 
             self._files = RankFiles(run_dir, keep=False, window=WINDOW)
         self._files.scan()  # once for the Followers of all ranks (each would list the folder)
@@ -418,7 +419,7 @@ class Watcher:
                     if alert:
                         found.append(alert)
                 self._events_seen[(rank, session)] = len(log.events)
-        if running:  # as nb ls says it: a run whose writer is gone is stale (nblog.reader._progress)
+        if running:  # as nb ls says it: a run whose writer is gone is stale (nblog.reader._runfiles.progress)
             self.status = run_status(meta, newest, self.clock(), here=self._this_host())
             running = self.status == "running"
         o = self.options
@@ -518,9 +519,9 @@ class Watcher:
     def _gone(self, header: dict, last: float | None) -> bool:
         """Whether the process that wrote a session (its log's ``header``; ``last``: the
         unix time of its last frame) is gone: the one rule of
-        :func:`nblog.reader._progress.writer_alive` (on this machine, its process; on
+        :func:`nblog.reader._runfiles.progress.writer_alive` (on this machine, its process; on
         another, silent for STALE_AFTER_S seconds: heartbeats come every 60 s)."""
-        from ._progress import writer_alive
+        from .._runfiles.progress import writer_alive
 
         return not writer_alive(header.get("host"), header.get("pid"), header.get("wall_start"), last,
                                 self.clock(), here=self._this_host())
@@ -528,7 +529,7 @@ class Watcher:
     def _this_host(self) -> str:
         """This machine's name, as ranks record it (looked up once)."""
         if self._here is None:
-            from ._progress import this_host
+            from .._runfiles.progress import this_host
 
             self._here = this_host()
         return self._here

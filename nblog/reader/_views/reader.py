@@ -20,24 +20,24 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from ..format import _format as F
-from ..format._names import check_name
-from ..format._runfile import read_run_json_retrying
-from ._catalog import paused_gc, resolve_run
-from ._logfile import LogFile, _unwrap, damage_record
-from ._rankfiles import KIND_CODES, RankFiles, active_offsets, hide_thresholds, read_all
-from ._select import tag_set as _as_tags
+from ...format import _format as F
+from ...format._names import check_name
+from ...format._runfile import read_run_json_retrying
+from .._file.logfile import LogFile, _unwrap, damage_record
+from .._runfiles.rankfiles import KIND_CODES, RankFiles, active_offsets, hide_thresholds, read_all
+from .._runs.catalog import paused_gc, resolve_run
+from .select import tag_set as _as_tags
 
 if TYPE_CHECKING:
     import numpy as np
 else:
-    from ._lazy import numpy as np  # imported on first use
+    from .._lazy import numpy as np  # imported on first use
 
 if TYPE_CHECKING:
     from PIL import Image
 
-    from ._envelope_read import Envelope
-    from ._media_read import Record
+    from .._runfiles.envelopes import Envelope
+    from .._runfiles.media import Record
 
 #: Columns of :meth:`RunReader.scalars` and :meth:`RunReader.timers` frames.
 POINT_SCHEMA = {
@@ -209,7 +209,7 @@ class RunReader:
         return rf.sessions(rank)
 
     def files(self, rank: int = 0) -> list[LogFile]:
-        """The loaded :class:`~nblog.reader._logfile.LogFile` of each session of ``rank``."""
+        """The loaded :class:`~nblog.reader._file.logfile.LogFile` of each session of ``rank``."""
         return [lf for _s, lf in self._rank_files(rank)]
 
     def _thresholds(self, files: list[tuple[int, LogFile]]) -> dict[int, int | None]:
@@ -222,7 +222,7 @@ class RunReader:
         """One dict per session of ``rank``: session, path, size_bytes, host, pid,
         wall_start, duration_s, first_step, last_step (the highest step of a scalar,
         timer, text or media record in its event log, hidden or not: not the step of
-        the last record; see ``nblog.reader._progress``), points, hidden_points, end (the
+        the last record; see ``nblog.reader._runfiles.progress``), points, hidden_points, end (the
         END frame or None), dropped (counters), skipped_bytes, pending_bytes,
         unknown_frames, restart_counts, damage (each damaged range skipped, as
         :meth:`damage` gives them)."""
@@ -304,9 +304,9 @@ class RunReader:
         """The min/max envelope of scalar ``tag`` of ``rank`` (a few hundred segments
         along the step axis: first/last step, min, max, last value, points), from the
         writer's sidecar files, reading only what they do not cover; a session without
-        one is read whole (:func:`nblog.reader._envelope_read.read_envelopes`). For
+        one is read whole (:func:`nblog.reader._runfiles.envelopes.read_envelopes`). For
         drawing long runs; :meth:`scalars` has the data. None: no points of ``tag``."""
-        from ._envelope_read import read_envelopes
+        from .._runfiles.envelopes import read_envelopes
 
         return (read_envelopes(self.dir, [tag], rank) or {}).get(tag)
 
@@ -513,7 +513,7 @@ class RunReader:
             all_ranks: every rank merged, rank by rank.
             include_hidden: also points hidden by a later session's restart.
         """
-        from ._columns_read import columns_frame  # Polars alone, no numpy: the common case
+        from .._file.columns import columns_frame  # Polars alone, no numpy: the common case
 
         df = columns_frame(self, F.KIND_SCALAR, tags, rank, all_ranks, include_hidden, POINT_SCHEMA)
         return df if df is not None else self._point_frame(F.KIND_SCALAR, tags, rank, all_ranks, include_hidden)
@@ -541,7 +541,7 @@ class RunReader:
         Aggregation happens here, at read time, never in the training loop.
         ``last_steps`` keeps only the last N steps of each rank.
         """
-        from ._stragglers import timer_stats_of  # nb timers shows these beside the straggler rule
+        from .stragglers import timer_stats_of  # nb timers shows these beside the straggler rule
 
         return timer_stats_of(self.timers(tags, all_ranks=all_ranks, rank=rank), last_steps)
 
@@ -594,8 +594,8 @@ class RunReader:
         ``media.r<rank>.s<session>.pack`` when it exists, else ``media.r<rank>.pack``), width,
         height, channels, sample_rate, bins, caption (null where a kind has none) and
         meta (all metadata as a JSON string); plus hidden with ``include_hidden=True``.
-        Schema: ``nblog.reader._media_read.MEDIA_SCHEMA``. Reads no media bytes."""
-        from ._media_read import media_frame
+        Schema: ``nblog.reader._runfiles.media.MEDIA_SCHEMA``. Reads no media bytes."""
+        from .._runfiles.media import media_frame
 
         return media_frame(self, tag, rank, kind, include_hidden)
 
@@ -610,13 +610,13 @@ class RunReader:
             ValueError: no session given and several sessions have such a reference.
             OSError: the media pack cannot be read.
         """
-        from ._media_read import media_bytes
+        from .._runfiles.media import media_bytes
 
         return media_bytes(self, record)
 
     def image(self, record: Record) -> Image.Image:
         """The image of one record of kind "image" as a loaded ``PIL.Image.Image``."""
-        from ._media_read import image
+        from .._runfiles.media import image
 
         return image(self, record)
 
@@ -630,7 +630,7 @@ class RunReader:
             ValueError: the blob is not a histogram.
             OSError: the media pack cannot be read.
         """
-        from ..media._media_encode import decode_histogram
+        from ...media._media_encode import decode_histogram
 
         return decode_histogram(self.media_bytes(record))
 
@@ -640,11 +640,11 @@ class RunReader:
         """Histograms, one row per (record, bin): rank, session, step, tag, wall_time,
         bin, bin_left, bin_right, count, then the record's statistics num (finite
         values), min, max, sum, sum_squares, nan, pos_inf, neg_inf; plus hidden with
-        ``include_hidden=True``. Schema: ``nblog.reader._media_read.HISTOGRAM_SCHEMA``.
+        ``include_hidden=True``. Schema: ``nblog.reader._runfiles.media.HISTOGRAM_SCHEMA``.
 
         A histogram whose blob is missing, torn or corrupt is left out, with one
         warning saying how many (as ``nb media`` skips it): the others still read."""
-        from ._media_read import histograms
+        from .._runfiles.media import histograms
 
         return histograms(self, tag, rank, include_hidden)
 

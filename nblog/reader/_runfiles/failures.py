@@ -18,9 +18,9 @@ import json
 import os
 from collections.abc import Iterable
 
-from ..format._filenames import parse_failure_file_name
-from ..format._runfile import open_regular
-from ._words import plural
+from ...format._filenames import parse_failure_file_name
+from ...format._runfile import open_regular
+from .._answers.words import plural
 
 #: Bytes of a failure mark read at most (they are a few hundred).
 MAX_MARK_BYTES = 64 << 10

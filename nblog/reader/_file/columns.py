@@ -2,7 +2,7 @@
 as read, without numpy: what a first read in a fresh process waits for.
 
 Every COLUMNS frame (``man nb-format``) already holds its records column by column.
-Their bytes go to Polars as an Arrow IPC stream (:mod:`nblog.reader._ipc`), one record
+Their bytes go to Polars as an Arrow IPC stream (:mod:`nblog.reader._file.ipc`), one record
 batch a frame, beside a column holding each row's frame number; what is the same for
 every row of a frame (the step and millisecond bases, the rank, the session, its start
 and active-time offset, the hiding threshold, where its tag ids map to) is a small
@@ -29,13 +29,13 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from ..format import _format as F
-from ._ipc import ipc_stream
-from ._logfile import _Columns
-from ._select import tag_set
+from ...format import _format as F
+from .._views.select import tag_set
+from .ipc import ipc_stream
+from .logfile import _Columns
 
 if TYPE_CHECKING:
-    from ._reader import RunReader
+    from .._views.reader import RunReader
 
 #: a column's struct code (``F.Column.code``) -> its Arrow type in the IPC stream
 _ARROW_TYPE = {"H": "u16", "I": "u32", "q": "i64", "d": "f64"}

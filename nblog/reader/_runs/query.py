@@ -16,7 +16,7 @@ A key is, in this order of precedence:
   means the config key, whatever the fields are called;
 - a scalar tag of rank 0: ``TAG`` is its last value, ``TAG.last``, ``TAG.step``
   (the step of the last value), ``TAG.min`` and ``TAG.max`` its statistics
-  (:func:`nblog.reader._tag_summary.tag_summaries`: from run.json's ``summary``, else from the
+  (:func:`nblog.reader._views.tag_stats.tag_summaries`: from run.json's ``summary``, else from the
   event logs).
 
 Only the columns a query names are built, and tag statistics are read only for the
@@ -33,8 +33,8 @@ from collections.abc import Iterable, Sequence
 
 import polars as pl
 
-from ._catalog import paused_gc
-from ._tag_summary import SUMMARY_STATS, tag_summaries
+from .._views.tag_stats import SUMMARY_STATS, tag_summaries
+from .catalog import paused_gc
 
 #: The fields of an ``nb ls`` row a query can name; ``duration`` is ``duration_s``.
 FIELDS = ("id", "project", "name", "status", "ranks", "world_size", "sessions", "last_step",
@@ -172,7 +172,7 @@ def _series(name: str, values: list) -> pl.Series:
 
 class RunsTable:
     """The runs of a listing (``(row, run.json)`` pairs from
-    :func:`nblog.reader._catalog.list_runs_meta`) as columns built on demand."""
+    :func:`nblog.reader._runs.catalog.list_runs_meta`) as columns built on demand."""
 
     def __init__(self, pairs: Sequence[tuple[dict, dict]], summaries: dict[str, dict] | None = None):
         """``summaries``: tag summaries already read, by run folder (filled as runs are read)."""

@@ -27,13 +27,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..format import _envelope as E
-from ..format import _format as F
-from ..format._filenames import envelope_file_name
-from ..format._runfile import open_regular
-from ..format._walk import header_version, read_header
-from ._logfile import LogFile
-from ._rankfiles import event_files, read_on
+from ...format import _envelope as E
+from ...format import _format as F
+from ...format._filenames import envelope_file_name
+from ...format._runfile import open_regular
+from ...format._walk import header_version, read_header
+from .._file.logfile import LogFile
+from .rankfiles import event_files, read_on
 
 _SEGMENT = np.dtype([("first", "<i8"), ("last", "<i8"), ("lo", "<f8"), ("hi", "<f8"), ("value", "<f8"),
                      ("n", "<u8")])

@@ -22,12 +22,12 @@ from urllib.parse import quote
 
 import polars as pl
 
-from ..format import _format as F
-from ..format._filesafety import write_atomic
-from ..format._format import json_number
-from ._catalog import list_runs
-from ._reader import RunReader
-from ._select import tag_matcher
+from ...format import _format as F
+from ...format._filesafety import write_atomic
+from ...format._format import json_number
+from .._views.reader import RunReader
+from .._views.select import tag_matcher
+from .catalog import list_runs
 
 #: Kinds of frames ``nb export`` writes → the reader's tag kind.
 EXPORT_KINDS = {"scalars": "scalar", "timers": "timer", "system": "system", "text": "text"}

@@ -2,7 +2,7 @@
 
 :class:`LiveRun` follows the event logs of the ranks a viewer asked about. Each
 :meth:`LiveRun.refresh` reads only the bytes appended since the previous one (through
-:class:`~nblog.reader._logfile.LogFile`, which leaves a torn or growing tail for later), picks
+:class:`~nblog.reader._file.logfile.LogFile`, which leaves a torn or growing tail for later), picks
 up new session files, and appends the new points to the :class:`Series` already
 extracted. Points are kept at full resolution, per file, as the raw records they were
 read as (no copy); a series of one tag is extracted on demand and then extended.
@@ -27,11 +27,11 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from ..format import _format as F
-from ..format._runfile import read_run_json
-from ._logfile import LogFile, _unwrap
-from ._progress import latest_step
-from ._rankfiles import KIND_CODES, RankFiles, active_offsets, hide_thresholds, read_on
+from ...format import _format as F
+from ...format._runfile import read_run_json
+from .._file.logfile import LogFile, _unwrap
+from .._runfiles.progress import latest_step
+from .._runfiles.rankfiles import KIND_CODES, RankFiles, active_offsets, hide_thresholds, read_on
 
 _RAW = np.dtype(F.NUMPY_POINT_DTYPE)
 _COMPACT_BELOW = 256 << 10  # records in blocks smaller than this are merged ...
@@ -410,7 +410,7 @@ class LiveRun:
             return out
 
     def last_step(self, rank: int = 0) -> int | None:
-        """The last step of a loaded ``rank`` (``nblog.reader._progress``, as every view
+        """The last step of a loaded ``rank`` (``nblog.reader._runfiles.progress``, as every view
         says it): the highest step of a scalar, timer, text or media record of its
         latest session that has one (an earlier session's higher steps are hidden)."""
         with self._lock:

@@ -18,18 +18,18 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 import numpy as np
 import polars as pl
 
-from .. import _log as log
-from ..format import _format as F
-from ..format import _pack as P
-from ..format._filenames import pack_file_name, parse_pack_file_name, session_pack_file_name
-from ..format._runfile import open_regular
-from ..media._media_encode import decode_histogram
-from ._select import tag_set as _as_tags
+from ... import _log as log
+from ...format import _format as F
+from ...format import _pack as P
+from ...format._filenames import pack_file_name, parse_pack_file_name, session_pack_file_name
+from ...format._runfile import open_regular
+from ...media._media_encode import decode_histogram
+from .._views.select import tag_set as _as_tags
 
 if TYPE_CHECKING:
     from PIL import Image
 
-    from ._reader import RunReader
+    from .._views.reader import RunReader
 
 Tags = str | Iterable[str] | None
 Record = Mapping[str, Any] | pl.DataFrame  # a row dict of a media frame, or a one-row frame

@@ -3,7 +3,7 @@ order and read them.
 
 - :func:`event_files` lists a run folder's ``events.r<rank>.s<session>.log`` files (the
   names ``man nb-format`` gives them); :func:`ranks_with_logs` the ranks that wrote one.
-- :class:`RankFiles` holds the :class:`~nblog.reader._logfile.LogFile` of each session of
+- :class:`RankFiles` holds the :class:`~nblog.reader._file.logfile.LogFile` of each session of
   each rank a reader asked about, in session order, and picks up new sessions (a resume)
   and new ranks when asked to :meth:`RankFiles.scan`. :meth:`RankFiles.read_on` is the
   incremental poll of a file being written: it polls until everything appended so far
@@ -27,10 +27,10 @@ import os
 import time
 from collections.abc import Callable, Iterator
 
-from ..format import _format as F
-from ..format._filenames import parse_event_file_name
-from ..format._walk import read_header
-from ._logfile import Delta, LogFile
+from ...format import _format as F
+from ...format._filenames import parse_event_file_name
+from ...format._walk import read_header
+from .._file.logfile import Delta, LogFile
 
 #: Bytes of a file read (and held) per poll by windowed readers (``nb tail``, the TUI's
 #: events): memory bounded by a window, not by the log.
@@ -90,7 +90,7 @@ def active_offsets(sessions: list[tuple[int, LogFile]]) -> dict[int, float]:
 
 def read_on(lf: LogFile) -> Iterator[Delta]:
     """Poll ``lf`` until everything appended so far is parsed, yielding each poll's
-    :class:`~nblog.reader._logfile.Delta` (one read, or one window, each). Stops at a
+    :class:`~nblog.reader._file.logfile.Delta` (one read, or one window, each). Stops at a
     torn or growing tail (parsed by a later call) and at a file that cannot be read.
 
     Raises:
