@@ -15,7 +15,7 @@ from typing import Annotated
 
 import typer
 
-from nblog.reader import plural
+from nblog.reader.lowlevel import plural
 
 from .._options import MAX_RANK, AllowDamaged, Root, Tags
 from .._output import clean, error, info
@@ -99,7 +99,7 @@ def export(
     sessions and timers); --rank, --tag, --kind and --include-hidden do not apply to
     it. Needs the tensorboard package.
     """
-    from nblog.reader import format_for
+    from nblog.reader.lowlevel import format_for
 
     if all_ranks and rank is not None:
         raise typer.BadParameter("--all-ranks and --rank exclude each other", param_hint="--rank")

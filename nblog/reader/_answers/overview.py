@@ -19,7 +19,7 @@ from ...format import _format as F
 from .._runfiles.failures import failure_line, unended_line
 from .._runfiles.media import pack_check
 from .._runfiles.progress import session_last_step, this_host, writer_alive
-from .._runs.catalog import run_summary
+from .._runs.catalog import run_row
 from .._views.reader import RunReader
 from .._views.select import tag_matcher
 from .._views.stragglers import MIN_STEPS, StragglerRule, TimerFrames, straggler_frames
@@ -190,7 +190,7 @@ def overview(reader: RunReader, tags: str | Iterable[str] | None = None) -> dict
     """Everything ``nb show`` prints, as one JSON-able dict; ``tags`` (shell-style
     globs, None: all) selects the entries of ``tags``, nothing else.
 
-    Keys: run (the ``nb ls`` row of :func:`nblog.reader._runs.catalog.run_summary`, last step and
+    Keys: run (the ``nb ls`` row of :func:`nblog.reader._runs.catalog.run_row`, last step and
     status included: one definition, ``nblog.reader._runfiles.progress``), meta (the other
     ``run.json`` fields: launcher, job_id, job_id_source, run_id_source, hosts,
     nblog_version, format_version), config (the first session's), sessions (from
@@ -291,7 +291,7 @@ def overview(reader: RunReader, tags: str | Iterable[str] | None = None) -> dict
         m["system_tags"] = len(reader.tags(m["rank"], "system"))
         machines.append(m)
     keys = ("launcher", "job_id", "job_id_source", "run_id_source", "hosts", "nblog_version", "format_version")
-    run = run_summary(reader.dir)  # the nb ls row: its last step and status are every view's
+    run = run_row(reader.dir)  # the nb ls row: its last step and status are every view's
     return {
         "run": run,
         "meta": {k: meta.get(k) for k in keys},

@@ -105,7 +105,7 @@ def resolve_run(query: str | os.PathLike, root: str | os.PathLike | None = None)
     return os.path.abspath(found[0])
 
 
-def run_summary(run_dir: str, now: float | None = None, stale_after: float = STALE_AFTER_S) -> dict:
+def run_row(run_dir: str, now: float | None = None, stale_after: float = STALE_AFTER_S) -> dict:
     """One row of ``nb ls`` for ``run_dir``, from run.json and file metadata only.
 
     Keys: id, project, name, status (:func:`run_status`: running / finished / failed /
@@ -237,7 +237,7 @@ def run_info(meta: Mapping) -> list:
 def _summary(run_dir: str, now: float, stale_after: float, only_runs: bool, metas: list | None = None,
              cache: ListingCache | None = None, where: tuple[str, str] | None = None,
              here: str | None = None) -> dict | None:
-    """:func:`run_summary` of an absolute path; None if ``only_runs`` and it holds
+    """:func:`run_row` of an absolute path; None if ``only_runs`` and it holds
     neither run.json nor an event log. One directory listing, one stat per event log
     or media file, and run.json opened once (its stat taken from the open file); the
     end of rank 0's latest event log only where run.json may be behind it
@@ -451,7 +451,7 @@ _NO_FAILURE = {"failure": None, "failed_after": 0, "failure_line": None, "_marke
 
 
 def list_runs(root: str | os.PathLike | None = None, project: str | None = None) -> list[dict]:
-    """Summaries (:func:`run_summary`) of every run under ``root``, newest first."""
+    """Summaries (:func:`run_row`) of every run under ``root``, newest first."""
     with paused_gc():
         rows = _rows(root, project, None)
         rows.sort(key=lambda r: (r["started"] or 0.0, r["id"]), reverse=True)

@@ -13,7 +13,7 @@ The rule, per timer, with the defaults of :class:`StragglerRule`:
    step S) or died (its log ended without an END record; S is its last timed step
    there), no rank's points at steps >= S count: ranks blocked in a collective on a
    dead rank time the wait, not their own work. The failures come from the caller
-   (:func:`~nblog.reader.failed_ranks`); what was cut is returned (``cut``).
+   (:func:`~nblog.reader.lowlevel.failed_ranks`); what was cut is returned (``cut``).
 3. **Per rank, a statistic one slow step cannot move**: the rank's durations per step
    (a timer's occurrences at one step add up) and their *lower median*: the middle
    value, of an even count the lower of the two middle ones (of two steps, the faster).
@@ -114,7 +114,7 @@ def straggler_frames(points: pl.DataFrame, rule: StragglerRule | None = None, *,
         failed: where ranks stopped: ``(rank, session, step)`` of a failure at
             ``step``, or ``(rank, session, None)`` for a session that ended without
             an END record (its last step in ``points`` counts), earliest first (of
-            equal steps, ``cut`` names the first); see :func:`~nblog.reader.failed_ranks`.
+            equal steps, ``cut`` names the first); see :func:`~nblog.reader.lowlevel.failed_ranks`.
         last_steps: only each rank's last N steps (the highest step of any timer of
             ``points`` on that rank, minus N, exclusive), as
             :meth:`~nblog.reader.RunReader.timer_stats`; the warm-up is still taken

@@ -269,7 +269,7 @@ def _on(host: str | None) -> str:
 def straggler_alerts(run_dir: str, run: str, hosts: dict[int, str | None], rule: StragglerRule,
                      last_steps: int) -> list[dict]:
     """Each straggler of each timer by the one straggler rule
-    (:func:`nblog.reader.timer_frames`, as ``nb timers --last-steps N``) over each
+    (:func:`nblog.reader.lowlevel.timer_frames`, as ``nb timers --last-steps N``) over each
     rank's last ``last_steps`` steps."""
     from .._answers.overview import timer_frames
     from .reader import RunReader
