@@ -88,7 +88,7 @@ _NAMES: dict[str, tuple[str, str]] = {
     "group_runs": ("._runs.query", "group_runs"),
     "diff_runs": ("._runs.diff", "diff_runs"),
     # tags
-    "tag_matcher": ("._views.select", "tag_matcher"),
+    "tag_matcher": ("._file.select", "tag_matcher"),
 }
 
 __all__ = sorted(_NAMES)
@@ -99,6 +99,7 @@ if TYPE_CHECKING:  # the names for the type checker; at run time __getattr__ imp
     from nblog.media._media_encode import decode_histogram
 
     from ._answers.overview import overview, timer_report
+    from ._file.select import tag_matcher
     from ._runfiles.console import ConsoleLine, ConsoleLogs
     from ._runfiles.envelopes import Envelope, read_envelopes
     from ._runfiles.progress import latest_step, writer_alive
@@ -108,7 +109,6 @@ if TYPE_CHECKING:  # the names for the type checker; at run time __getattr__ imp
     from ._runs.query import QueryError, RunsTable, group_runs, parse_where, select_runs
     from ._views.live import LiveRun, Series
     from ._views.reader import RunReader
-    from ._views.select import tag_matcher
     from ._views.stragglers import StragglerRule, TimerFrames, straggler_frames
     from ._views.tail import Event, Follower
     from ._views.watch import Watcher, WatchOptions

@@ -96,8 +96,8 @@ _NAMES: dict[str, tuple[str, str]] = {
     "EXPORT_KINDS": ("._runs.export", "EXPORT_KINDS"),
     "FORMATS": ("._runs.export", "FORMATS"),
     # tags and messages
-    "tag_set": ("._views.select", "tag_set"),
-    "plural": ("._answers.words", "plural"),
+    "tag_set": ("._file.select", "tag_set"),
+    "plural": ("._file.words", "plural"),
 }
 
 __all__ = sorted(_NAMES)
@@ -116,8 +116,9 @@ if TYPE_CHECKING:  # the names for the type checker; __getattr__ imports each on
         tag_table,
         timer_frames,
     )
-    from ._answers.words import plural
     from ._file.logfile import Delta, LogFile
+    from ._file.select import tag_set
+    from ._file.words import plural
     from ._runfiles.media import HISTOGRAM_SCHEMA, MEDIA_SCHEMA
     from ._runfiles.progress import (
         STALE_AFTER_S,
@@ -157,7 +158,6 @@ if TYPE_CHECKING:  # the names for the type checker; __getattr__ imports each on
         SYSTEM_SCHEMA,
         TEXT_SCHEMA,
     )
-    from ._views.select import tag_set
     from ._views.stragglers import STRAGGLER_FLOOR_S, STRAGGLER_SPREAD, STRAGGLER_WARMUP_STEPS
     from ._views.tag_stats import tag_stats
     from ._views.tail import DEFAULT_KINDS, KINDS

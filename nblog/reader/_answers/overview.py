@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from ...format import _format as F
+from .._file.select import tag_matcher
+from .._file.words import plural
 from .._runfiles.failures import failure_line, unended_line
 from .._runfiles.media import pack_check
 from .._runfiles.progress import session_last_step, this_host, writer_alive
 from .._runs.catalog import run_row
 from .._views.reader import RunReader
-from .._views.select import tag_matcher
 from .._views.stragglers import MIN_STEPS, StragglerRule, TimerFrames, straggler_frames
 from .._views.tail import json_number
-from .words import plural
 
 if TYPE_CHECKING:
     import polars as pl

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 
 from ...format._filenames import parse_failure_file_name
 from ...format._runfile import open_regular
-from .._answers.words import plural
+from .._file.words import plural
 
 #: Bytes of a failure mark read at most (they are a few hundred).
 MAX_MARK_BYTES = 64 << 10

@@ -46,7 +46,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 
 from ...format._runfile import read_run_json
-from .._answers.words import plural
+from .._file.words import plural
 from .._runfiles.failures import unended_line
 from .._runfiles.rankfiles import follow, ranks_with_logs
 from .._runs.catalog import run_status
