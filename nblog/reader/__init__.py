@@ -46,10 +46,10 @@ from ._lazy import lazy_attributes
 #: Public name -> (private module of this package, or an absolute one; its attribute).
 _NAMES: dict[str, tuple[str, str]] = {
     # finding runs
-    "default_root": ("._runs.catalog", "default_root"),
+    "default_root": ("._runfiles.locate", "default_root"),
     "list_runs": ("._runs.catalog", "list_runs"),
     "latest_run": ("._runs.catalog", "latest_run"),
-    "resolve_run": ("._runs.catalog", "resolve_run"),
+    "resolve_run": ("._runfiles.locate", "resolve_run"),
     "run_row": ("._runs.catalog", "run_row"),
     "run_status": ("._runs.catalog", "run_status"),
     # where a run is
@@ -102,8 +102,9 @@ if TYPE_CHECKING:  # the names for the type checker; at run time __getattr__ imp
     from ._file.select import tag_matcher
     from ._runfiles.console import ConsoleLine, ConsoleLogs
     from ._runfiles.envelopes import Envelope, read_envelopes
+    from ._runfiles.locate import default_root, resolve_run
     from ._runfiles.progress import latest_step, writer_alive
-    from ._runs.catalog import default_root, latest_run, list_runs, resolve_run, run_row, run_status
+    from ._runs.catalog import latest_run, list_runs, run_row, run_status
     from ._runs.diff import diff_runs
     from ._runs.export import export_root, read_frames, write_frames
     from ._runs.query import QueryError, RunsTable, group_runs, parse_where, select_runs

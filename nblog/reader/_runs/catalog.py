@@ -1,4 +1,5 @@
-"""Finding runs under a root: resolve a RUN argument, list runs for ``nb ls``.
+"""Runs under a root: list them for ``nb ls`` (a row each), find the latest of a project.
+A RUN argument is resolved to one folder by ``nblog.reader._runfiles.locate``.
 
 Listing reads ``run.json`` and file sizes and modification times, so it stays fast on
 thousands of runs. Event contents are read only where run.json may be behind the logs
@@ -10,13 +11,10 @@ listing cache keeps what was read, by the log's size and modification time.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 
-from ..._errors import AmbiguousRunError, RunNotFoundError
 from ...format._filenames import (
     EVENTS_PREFIX,
     FAILURE_PREFIX,
@@ -25,84 +23,10 @@ from ...format._filenames import (
     parse_event_file_name,
 )
 from ...format._runfile import read_json_file
+from .._file.gcpause import paused_gc
+from .._runfiles.locate import default_root
 from .._runfiles.progress import STALE_AFTER_S, log_last_step, this_host, writer_alive
 from .listing_cache import ListingCache
-
-
-def default_root(env: Mapping[str, str] | None = None) -> str:
-    """The root folder: ``$NB_DIR``, else ``./nb_runs``."""
-    env = os.environ if env is None else env
-    return env.get("NB_DIR") or "nb_runs"
-
-
-def _is_run_dir(path: str) -> bool:
-    if os.path.isfile(os.path.join(path, RUN_JSON)):
-        return True
-    try:
-        return any(parse_event_file_name(n) for n in os.listdir(path))
-    except OSError:
-        return False
-
-
-def _has_control(s: str) -> bool:
-    return any(ord(c) < 32 or 127 <= ord(c) < 160 for c in s)
-
-
-def resolve_run(query: str | os.PathLike, root: str | os.PathLike | None = None) -> str:
-    """Return the folder of the run ``query`` names.
-
-    ``query`` is a path to a run folder, a run id, ``project/run id``, or a unique
-    prefix of a run id, searched in ``<root>/*/``.
-
-    Raises:
-        RunNotFoundError: nothing matches (the message says where it looked).
-        AmbiguousRunError: a prefix matches several runs (``.candidates``).
-    """
-    q = os.fspath(query)
-    root = os.fspath(root) if root is not None else default_root()
-    if not q or "\0" in q or _has_control(q):
-        raise RunNotFoundError(q, root)
-    if os.path.isdir(q) and _is_run_dir(q):
-        return os.path.abspath(q)
-    parts = q.split("/")
-    if os.path.isabs(q) or ".." in parts or "\\" in q or len(parts) > 2 or "" in parts:
-        raise RunNotFoundError(q, root)
-    if len(parts) == 2:
-        path = os.path.join(root, parts[0], parts[1])
-        if os.path.isdir(path) and _is_run_dir(path):
-            return os.path.abspath(path)
-        project_dirs = [parts[0]]
-        q = parts[1]
-    else:
-        try:
-            project_dirs = sorted(os.listdir(root))
-        except OSError:
-            raise RunNotFoundError(q, os.path.abspath(root)) from None
-    # The direct path of the id in each project first: a network file system may list
-    # a folder from a cache that does not show a run created a moment ago elsewhere,
-    # while a lookup of the name itself is answered by the server.
-    exact = [p for p in (os.path.join(root, project, q) for project in project_dirs)
-             if q != "." and os.path.isdir(p) and _is_run_dir(p)]
-    if exact:
-        project_dirs = []
-    prefix = []
-    for project in project_dirs:
-        pdir = os.path.join(root, project)
-        try:
-            names = os.listdir(pdir)
-        except OSError:
-            continue
-        for name in names:
-            if name == q or name.startswith(q):
-                path = os.path.join(pdir, name)
-                if name != q and os.path.isdir(path) and _is_run_dir(path):
-                    prefix.append(path)
-    found = exact or prefix
-    if not found:
-        raise RunNotFoundError(q, os.path.abspath(root))
-    if len(found) > 1:
-        raise AmbiguousRunError(q, sorted(f"{os.path.basename(os.path.dirname(p))}/{os.path.basename(p)}" for p in found))
-    return os.path.abspath(found[0])
 
 
 def run_row(run_dir: str, now: float | None = None, stale_after: float = STALE_AFTER_S) -> dict:
@@ -543,21 +467,6 @@ def _rows(root: str | os.PathLike | None, project: str | None, metas: list | Non
     except OSError:
         return []
     return _listed(root, projects, project is None, metas)
-
-
-@contextlib.contextmanager
-def paused_gc() -> Iterator[None]:
-    """No cyclic garbage collection inside (restored after, unless it was off before):
-    listing 20,000 runs makes hundreds of thousands of small lists and dicts, none of
-    them in a cycle, and the collector scanning them again and again costs a tenth of
-    ``nb ls``, a fifth of ``nb ls --where``."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def _listed(root: str, projects: list[str], complete: bool, metas: list | None) -> list[dict]:
