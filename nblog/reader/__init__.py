@@ -51,7 +51,7 @@ _NAMES: dict[str, tuple[str, str]] = {
     "latest_run": ("._runs.catalog", "latest_run"),
     "resolve_run": ("._runfiles.locate", "resolve_run"),
     "run_row": ("._runs.catalog", "run_row"),
-    "run_status": ("._runs.catalog", "run_status"),
+    "run_status": ("._runfiles.progress", "run_status"),
     # where a run is
     "latest_step": ("._runfiles.progress", "latest_step"),
     "writer_alive": ("._runfiles.progress", "writer_alive"),
@@ -103,8 +103,8 @@ if TYPE_CHECKING:  # the names for the type checker; at run time __getattr__ imp
     from ._runfiles.console import ConsoleLine, ConsoleLogs
     from ._runfiles.envelopes import Envelope, read_envelopes
     from ._runfiles.locate import default_root, resolve_run
-    from ._runfiles.progress import latest_step, writer_alive
-    from ._runs.catalog import latest_run, list_runs, run_row, run_status
+    from ._runfiles.progress import latest_step, run_status, writer_alive
+    from ._runs.catalog import latest_run, list_runs, run_row
     from ._runs.diff import diff_runs
     from ._runs.export import export_root, read_frames, write_frames
     from ._runs.query import QueryError, RunsTable, group_runs, parse_where, select_runs

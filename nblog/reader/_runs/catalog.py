@@ -25,14 +25,21 @@ from ...format._filenames import (
 from ...format._runfile import read_json_file
 from .._file.gcpause import paused_gc
 from .._runfiles.locate import default_root
-from .._runfiles.progress import STALE_AFTER_S, log_last_step, this_host, writer_alive
+from .._runfiles.progress import (
+    STALE_AFTER_S,
+    base_status,
+    log_last_step,
+    session_writer,
+    this_host,
+    writer_alive,
+)
 from .listing_cache import ListingCache
 
 
 def run_row(run_dir: str, now: float | None = None, stale_after: float = STALE_AFTER_S) -> dict:
     """One row of ``nb ls`` for ``run_dir``, from run.json and file metadata only.
 
-    Keys: id, project, name, status (:func:`run_status`: running / finished / failed /
+    Keys: id, project, name, status (:func:`~nblog.reader._runfiles.progress.run_status`: running / finished / failed /
     preempted / stale / unknown), ranks
     (ranks with event logs), world_size, sessions, last_step (the run's last step,
     ``nblog.reader._runfiles.progress``: rank 0's latest session that logged one, the higher of
@@ -54,71 +61,10 @@ def run_row(run_dir: str, now: float | None = None, stale_after: float = STALE_A
     return row
 
 
-def run_status(meta: Mapping, last_write: float | None, now: float | None = None,
-               stale_after: float = STALE_AFTER_S, here: str | None = None) -> str:
-    """A run's status as ``nb ls``, ``nb show``, ``nb report`` and the TUI show it.
-
-    Args:
-        meta: the parsed run.json (``{}`` when missing or unreadable).
-        last_write: the newest modification time of the run's files (unix seconds),
-            or None/0 when unknown.
-        now: the time to judge by (unix seconds; default: now).
-        stale_after: seconds without a write after which the writer of a run on
-            another machine counts as gone.
-        here: this machine's name (default: ``nblog.reader._runfiles.progress.this_host``).
-
-    Returns:
-        run.json's ``status`` ("running", "finished", "failed"; "unknown" when it has
-        none), except for a run still marked "running": "preempted" when its last
-        session has ended (an ``end`` recorded, as on SIGTERM: the job is expected to
-        be requeued), else "stale" when the process of its latest session is not alive
-        (``nblog.reader._runfiles.progress.writer_alive``: on this machine, its pid; elsewhere,
-        no write for ``stale_after`` seconds): killed without a chance to say so.
-    """
-    if not isinstance(meta, Mapping):
-        return "unknown"
-    status = _base_status(meta)
-    if status == "running":
-        host, pid, start = _writer(meta.get("sessions"))
-        if not writer_alive(host, pid, start, last_write, now, stale_after, here):
-            return "stale"
-    return status
-
-
-def _writer(sessions: object) -> list:
-    """``[host, pid, start]`` of the latest of run.json's ``sessions`` (rank 0's
-    process), each None when unknown."""
-    entries = [s for s in sessions if isinstance(s, dict)] if isinstance(sessions, list) else []
-    if not entries:
-        return [None, None, None]
-    last = max(entries, key=lambda s: s["session"] if s.get("session").__class__ is int else -1)
-    host, pid, start = last.get("host"), last.get("pid"), last.get("start")
-    return [host if isinstance(host, str) else None,
-            pid if pid.__class__ is int else None,
-            start if isinstance(start, (int, float)) and not isinstance(start, bool) else None]
-
-
-def _base_status(meta: Mapping) -> str:
-    """:func:`run_status` as far as run.json alone tells it ("running" may still turn
-    out "stale" by the files' modification times)."""
-    status = meta.get("status")
-    if not isinstance(status, str) or not status:
-        return "unknown"
-    if status != "running":
-        return status
-    sessions = [s for s in meta.get("sessions") or [] if isinstance(s, dict)]
-    if sessions:
-        last = max(sessions, key=lambda s: s["session"] if s.get("session").__class__ is int else -1)
-        end = last.get("end")
-        if isinstance(end, (int, float)) and not isinstance(end, bool):
-            return "preempted"
-    return status
-
-
 def run_info(meta: Mapping) -> list:
     """What a row of ``nb ls`` takes from a parsed run.json, as a list in the order of
     :data:`nblog.reader._runs.listing_cache.INFO` (what the listing cache keeps): name,
-    created, world_size, sessions (how many), status (:func:`_base_status`), closed_s
+    created, world_size, sessions (how many), status (:func:`~nblog.reader._runfiles.progress.base_status`), closed_s
     (active seconds of the sessions whose end does not depend on the files), open_start
     (start of a last session still open: it lasts until the last write), last_step
     (of the latest session that recorded one), last_step_updated, failure (the latest
@@ -153,9 +99,9 @@ def run_info(meta: Mapping) -> list:
             step_session = s["session"] if s.get("session").__class__ is int else None
             step_ended = isinstance(end, (int, float))
     numbers = [s["session"] for s in sessions if isinstance(s, dict) and s.get("session").__class__ is int]
-    return [meta.get("name"), meta.get("created"), meta.get("world_size"), len(sessions), _base_status(meta),
+    return [meta.get("name"), meta.get("created"), meta.get("world_size"), len(sessions), base_status(meta),
             closed, open_start, last_step, last_step_updated, _failure(sessions), max(numbers) if numbers else None,
-            step_session, step_ended, _writer(sessions)]
+            step_session, step_ended, session_writer(sessions)]
 
 
 def _summary(run_dir: str, now: float, stale_after: float, only_runs: bool, metas: list | None = None,

@@ -48,8 +48,8 @@ from dataclasses import asdict, dataclass
 from ...format._runfile import read_run_json
 from .._file.words import plural
 from .._runfiles.failures import unended_line
+from .._runfiles.progress import run_status
 from .._runfiles.rankfiles import follow, ranks_with_logs
-from .._runs.catalog import run_status
 from .stragglers import STRAGGLER_FLOOR_S, STRAGGLER_SPREAD, STRAGGLER_WARMUP_STEPS, StragglerRule
 from .tail import KINDS, Event, Follower, json_number
 
