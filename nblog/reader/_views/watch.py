@@ -271,8 +271,8 @@ def straggler_alerts(run_dir: str, run: str, hosts: dict[int, str | None], rule:
     """Each straggler of each timer by the one straggler rule
     (:func:`nblog.reader.lowlevel.timer_frames`, as ``nb timers --last-steps N``) over each
     rank's last ``last_steps`` steps."""
-    from .._answers.overview import timer_frames
     from .reader import RunReader
+    from .stragglers import timer_frames
 
     frames = timer_frames(RunReader(run_dir), last_steps=last_steps, rule=rule)
     if frames is None:
