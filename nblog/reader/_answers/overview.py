@@ -20,6 +20,7 @@ from .._file.words import plural
 from .._runfiles.failures import failure_line, unended_line, unended_sessions
 from .._runfiles.media import pack_check
 from .._runfiles.progress import session_last_step
+from .._runfiles.provenance import provenance
 from .._runs.catalog import run_row
 from .._views.reader import RunReader
 from .._views.stragglers import MIN_STEPS, StragglerRule, timer_frames
@@ -418,40 +419,6 @@ def incidents(reader: RunReader, files: list[dict] | None = None, status: str | 
         "alerts": alerts,
         "provenance": provenance(reader.dir),
     }
-
-
-#: A provenance file larger than this is not read (they are tens of KiB).
-MAX_PROVENANCE_BYTES = 16 << 20
-
-
-def provenance(run_dir: str) -> list[dict]:
-    """The provenance records of a run (``provenance.r<rank>.s<session>.json``), by rank
-    then session, each with ``file`` added; a file that is not a JSON object is skipped."""
-    from ...format._filenames import parse_provenance_file_name
-    from ...format._runfile import read_json_file
-
-    try:
-        names = os.listdir(run_dir)
-    except OSError:
-        return []
-    out = []
-    for name in names:
-        rs = parse_provenance_file_name(name)
-        if rs is None:
-            continue
-        path = os.path.join(run_dir, name)
-        try:
-            if os.stat(path).st_size > MAX_PROVENANCE_BYTES:
-                continue
-        except OSError:
-            continue
-        obj, _st = read_json_file(path)
-        if obj is None:
-            continue
-        obj["rank"], obj["session"], obj["file"] = rs[0], rs[1], name
-        out.append(obj)
-    out.sort(key=lambda o: (o["rank"], o["session"]))
-    return out
 
 
 def provenance_lines(records: list[dict]) -> list[tuple[str, str]]:

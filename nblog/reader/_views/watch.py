@@ -294,8 +294,7 @@ def _load_timer_report() -> None:
     """Import what :func:`straggler_alerts` needs, so that the watch times the rule only:
     counting the first import in (0.2 s here, seconds on a loaded machine) made the next
     check wait 20 times that, and a straggler was reported many polls late."""
-    from .._answers import overview  # noqa: F401
-    from . import reader  # noqa: F401
+    from . import reader, stragglers  # noqa: F401
 
 
 def event_alert(ev: dict, run: str, rank: int, session: int, host: str | None) -> dict | None:
