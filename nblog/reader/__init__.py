@@ -46,12 +46,12 @@ from ._lazy import lazy_attributes
 #: Public name -> (private module of this package, or an absolute one; its attribute).
 _NAMES: dict[str, tuple[str, str]] = {
     # finding runs
-    "default_root": ("._runs.catalog", "default_root"),
+    "default_root": ("._runfiles.locate", "default_root"),
     "list_runs": ("._runs.catalog", "list_runs"),
     "latest_run": ("._runs.catalog", "latest_run"),
-    "resolve_run": ("._runs.catalog", "resolve_run"),
+    "resolve_run": ("._runfiles.locate", "resolve_run"),
     "run_row": ("._runs.catalog", "run_row"),
-    "run_status": ("._runs.catalog", "run_status"),
+    "run_status": ("._runfiles.progress", "run_status"),
     # where a run is
     "latest_step": ("._runfiles.progress", "latest_step"),
     "writer_alive": ("._runfiles.progress", "writer_alive"),
@@ -88,7 +88,7 @@ _NAMES: dict[str, tuple[str, str]] = {
     "group_runs": ("._runs.query", "group_runs"),
     "diff_runs": ("._runs.diff", "diff_runs"),
     # tags
-    "tag_matcher": ("._views.select", "tag_matcher"),
+    "tag_matcher": ("._file.select", "tag_matcher"),
 }
 
 __all__ = sorted(_NAMES)
@@ -99,16 +99,17 @@ if TYPE_CHECKING:  # the names for the type checker; at run time __getattr__ imp
     from nblog.media._media_encode import decode_histogram
 
     from ._answers.overview import overview, timer_report
+    from ._file.select import tag_matcher
     from ._runfiles.console import ConsoleLine, ConsoleLogs
     from ._runfiles.envelopes import Envelope, read_envelopes
-    from ._runfiles.progress import latest_step, writer_alive
-    from ._runs.catalog import default_root, latest_run, list_runs, resolve_run, run_row, run_status
+    from ._runfiles.locate import default_root, resolve_run
+    from ._runfiles.progress import latest_step, run_status, writer_alive
+    from ._runs.catalog import latest_run, list_runs, run_row
     from ._runs.diff import diff_runs
     from ._runs.export import export_root, read_frames, write_frames
     from ._runs.query import QueryError, RunsTable, group_runs, parse_where, select_runs
     from ._views.live import LiveRun, Series
     from ._views.reader import RunReader
-    from ._views.select import tag_matcher
     from ._views.stragglers import StragglerRule, TimerFrames, straggler_frames
     from ._views.tail import Event, Follower
     from ._views.watch import Watcher, WatchOptions

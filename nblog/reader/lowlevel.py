@@ -78,11 +78,11 @@ _NAMES: dict[str, tuple[str, str]] = {
     "DEFAULT_KINDS": ("._views.tail", "DEFAULT_KINDS"),
     # report parts
     "tag_table": ("._answers.overview", "tag_table"),
-    "failure_line": ("._answers.overview", "failure_line"),
+    "failure_line": ("._runfiles.failures", "failure_line"),
     "provenance_lines": ("._answers.overview", "provenance_lines"),
     "TRACEBACK_LINES": ("._answers.overview", "TRACEBACK_LINES"),
-    "timer_frames": ("._answers.overview", "timer_frames"),
-    "failed_ranks": ("._answers.overview", "failed_ranks"),
+    "timer_frames": ("._views.stragglers", "timer_frames"),
+    "failed_ranks": ("._runfiles.failures", "failed_ranks"),
     "STRAGGLER_SPREAD": ("._views.stragglers", "STRAGGLER_SPREAD"),
     "STRAGGLER_FLOOR_S": ("._views.stragglers", "STRAGGLER_FLOOR_S"),
     "STRAGGLER_WARMUP_STEPS": ("._views.stragglers", "STRAGGLER_WARMUP_STEPS"),
@@ -96,8 +96,8 @@ _NAMES: dict[str, tuple[str, str]] = {
     "EXPORT_KINDS": ("._runs.export", "EXPORT_KINDS"),
     "FORMATS": ("._runs.export", "FORMATS"),
     # tags and messages
-    "tag_set": ("._views.select", "tag_set"),
-    "plural": ("._answers.words", "plural"),
+    "tag_set": ("._file.select", "tag_set"),
+    "plural": ("._file.words", "plural"),
 }
 
 __all__ = sorted(_NAMES)
@@ -108,16 +108,11 @@ if TYPE_CHECKING:  # the names for the type checker; __getattr__ imports each on
     from nblog.format._filenames import envelope_file_name
     from nblog.format._walk import read_header
 
-    from ._answers.overview import (
-        TRACEBACK_LINES,
-        failed_ranks,
-        failure_line,
-        provenance_lines,
-        tag_table,
-        timer_frames,
-    )
-    from ._answers.words import plural
+    from ._answers.overview import TRACEBACK_LINES, provenance_lines, tag_table
     from ._file.logfile import Delta, LogFile
+    from ._file.select import tag_set
+    from ._file.words import plural
+    from ._runfiles.failures import failed_ranks, failure_line
     from ._runfiles.media import HISTOGRAM_SCHEMA, MEDIA_SCHEMA
     from ._runfiles.progress import (
         STALE_AFTER_S,
@@ -157,8 +152,12 @@ if TYPE_CHECKING:  # the names for the type checker; __getattr__ imports each on
         SYSTEM_SCHEMA,
         TEXT_SCHEMA,
     )
-    from ._views.select import tag_set
-    from ._views.stragglers import STRAGGLER_FLOOR_S, STRAGGLER_SPREAD, STRAGGLER_WARMUP_STEPS
+    from ._views.stragglers import (
+        STRAGGLER_FLOOR_S,
+        STRAGGLER_SPREAD,
+        STRAGGLER_WARMUP_STEPS,
+        timer_frames,
+    )
     from ._views.tag_stats import tag_stats
     from ._views.tail import DEFAULT_KINDS, KINDS
 del TYPE_CHECKING  # not a name of nblog.reader.lowlevel's

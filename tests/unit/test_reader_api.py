@@ -2,7 +2,7 @@
 user of runs needs (about thirty names), ``nblog.reader.lowlevel`` the building blocks for
 tools. Each name is spelt once, lives in one of the two, is documented in its module's
 table, and nbcli reaches the reader through these two only (``test_public_api`` scans for
-private imports).
+private imports). Behind them, five private packages a role, which import downward only.
 """
 
 from __future__ import annotations
@@ -99,3 +99,64 @@ def test_the_reader_packages_are_grouped_by_role():
     for group in groups:
         init = importlib.import_module(f"nblog.reader.{group}")
         assert init.__doc__, f"nblog.reader.{group} says nothing of its role"
+
+
+#: The reader's role packages, bottom first: one log file, one run's files, views of one
+#: run, many runs, the answers the CLI formats.
+ROLE_ORDER = ("_file", "_runfiles", "_views", "_runs", "_answers")
+
+
+def _role_imports(path: pathlib.Path, package: str) -> list[tuple[int, str]]:
+    """``(line, role package)`` of each import in ``path`` (a module of ``package``) of
+    another role package, at module level or inside a function; imports under ``if
+    TYPE_CHECKING:`` are left out (Python never runs them)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    typing_only = {id(sub) for node in ast.walk(tree) if isinstance(node, ast.If)
+                   and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+                   for sub in ast.walk(node)}
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        targets: list[str] = []
+        if isinstance(node, ast.ImportFrom):
+            if node.level:  # relative to nblog.reader.<package>
+                base = ["nblog", "reader", package][: 3 - (node.level - 1)]
+                mod = ".".join(base + ([node.module] if node.module else []))
+                targets = [mod] if node.module else [f"{mod}.{a.name}" for a in node.names]
+            elif node.module:
+                targets = [node.module]
+        elif isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        for target in targets:
+            parts = target.split(".")
+            if parts[:2] == ["nblog", "reader"] and len(parts) > 2 and parts[2] in ROLE_ORDER:
+                found.append((node.lineno, parts[2]))
+    return found
+
+
+def test_the_role_packages_import_downward_only():
+    """A module of a role package imports its own package and those below it, never one
+    above (:data:`ROLE_ORDER`): a newcomer reads the reader bottom up without going back."""
+    up = []
+    for package in ROLE_ORDER:
+        for path in sorted((ROOT / "nblog/reader" / package).glob("*.py")):
+            for line, target in _role_imports(path, package):
+                if ROLE_ORDER.index(target) > ROLE_ORDER.index(package):
+                    up.append(f"nblog/reader/{package}/{path.name}:{line} imports {target}")
+    assert not up, "\n".join(up)
+
+
+def test_the_role_order_check_sees_relative_absolute_and_local_imports(tmp_path):
+    """The checker itself: an upward import is seen in each spelling, a TYPE_CHECKING one is not."""
+    src = tmp_path / "m.py"
+    src.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "from .._views.select import x\n"
+        "from nblog.reader._answers import overview\n"
+        "def f():\n"
+        "    from .._runs import catalog\n"
+        "if TYPE_CHECKING:\n"
+        "    from .._views.reader import RunReader\n",
+        encoding="utf-8")
+    assert _role_imports(src, "_file") == [(2, "_views"), (3, "_answers"), (5, "_runs")]

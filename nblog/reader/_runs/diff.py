@@ -169,7 +169,7 @@ def _code(run_dir: str) -> tuple[dict | None, dict]:
     import shlex
 
     from ...format._runfile import open_regular
-    from .._answers.overview import provenance
+    from .._runfiles.provenance import provenance
 
     records = [p for p in provenance(run_dir) if p.get("rank") == 0 and isinstance(p.get("session"), int)]
     rec = max(records, key=lambda p: p["session"]) if records else None

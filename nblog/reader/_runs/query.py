@@ -33,8 +33,8 @@ from collections.abc import Iterable, Sequence
 
 import polars as pl
 
+from .._file.gcpause import paused_gc
 from .._views.tag_stats import SUMMARY_STATS, tag_stats
-from .catalog import paused_gc
 
 #: The fields of an ``nb ls`` row a query can name; ``duration`` is ``duration_s``.
 FIELDS = ("id", "project", "name", "status", "ranks", "world_size", "sessions", "last_step",

@@ -46,10 +46,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 
 from ...format._runfile import read_run_json
-from .._answers.words import plural
+from .._file.words import plural
 from .._runfiles.failures import unended_line
+from .._runfiles.progress import run_status
 from .._runfiles.rankfiles import follow, ranks_with_logs
-from .._runs.catalog import run_status
 from .stragglers import STRAGGLER_FLOOR_S, STRAGGLER_SPREAD, STRAGGLER_WARMUP_STEPS, StragglerRule
 from .tail import KINDS, Event, Follower, json_number
 
@@ -271,8 +271,8 @@ def straggler_alerts(run_dir: str, run: str, hosts: dict[int, str | None], rule:
     """Each straggler of each timer by the one straggler rule
     (:func:`nblog.reader.lowlevel.timer_frames`, as ``nb timers --last-steps N``) over each
     rank's last ``last_steps`` steps."""
-    from .._answers.overview import timer_frames
     from .reader import RunReader
+    from .stragglers import timer_frames
 
     frames = timer_frames(RunReader(run_dir), last_steps=last_steps, rule=rule)
     if frames is None:
@@ -294,8 +294,7 @@ def _load_timer_report() -> None:
     """Import what :func:`straggler_alerts` needs, so that the watch times the rule only:
     counting the first import in (0.2 s here, seconds on a loaded machine) made the next
     check wait 20 times that, and a straggler was reported many polls late."""
-    from .._answers import overview  # noqa: F401
-    from . import reader  # noqa: F401
+    from . import reader, stragglers  # noqa: F401
 
 
 def event_alert(ev: dict, run: str, rank: int, session: int, host: str | None) -> dict | None:
