@@ -97,8 +97,10 @@ def test_a_failure_keeps_its_own_status_with_a_closed_pipe(root):
 
 def nb_with_stdout_closed(args: list[str], root, cwd=None) -> subprocess.CompletedProcess:
     """nb started with file descriptor 1 closed (``nb ls >&-``): Python has no sys.stdout."""
-    return subprocess.run([sys.executable, "-c", CODE, *args], stdin=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                          text=True, env=clean_env(NB_DIR=str(root)), timeout=120, cwd=cwd,
+    # stdout given (so descriptor 1 is open in the child whatever the test process's own
+    # descriptor 1 is), then closed before nb starts
+    return subprocess.run([sys.executable, "-c", CODE, *args], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True, env=clean_env(NB_DIR=str(root)), timeout=120, cwd=cwd,
                           preexec_fn=lambda: os.close(1))
 
 
