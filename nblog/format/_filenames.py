@@ -12,7 +12,7 @@ A run folder (``<root>/<project>/<run id>/``, ``man 5 nb-format``) holds::
     provenance.r<R>.s<S>.json           what session S of rank R ran (nblog/write/_provenance.py)
     provenance.r<R>.s<S>.diff           and rank 0's uncommitted diff
     failure.r<R>.s<S>.json              rank R's first uncaught exception of session S
-    stacks.r<R>.s<S>.<N>.json           rank R's N-th hang dump (nblog/write/_hang.py)
+    stacks.r<R>.s<S>.<N>.jsonl          rank R's N-th hang dump (nblog/write/_hang.py)
     stacks.r<R>.s<S>.moved.json         the note that rank R moved again after a stall
     stacks.r<R>.s<S>.faulthandler.txt   faulthandler's stacks when the GIL was held
 
@@ -51,7 +51,7 @@ _ENVELOPE = re.compile(r"^envelope\.r(\d+)\.s(\d+)\.bin$")
 _CONSOLE = re.compile(r"^console\.r(\d+)\.s(\d+)\.log$")
 _PROVENANCE = re.compile(r"^provenance\.r(\d{1,9})\.s(\d{1,9})\.json$")
 _FAILURE = re.compile(r"^failure\.r(\d{1,9})\.s(\d{1,9})\.json$")
-_HANG = re.compile(r"^stacks\.r(\d{1,9})\.s(\d{1,9})\.(\d{1,9}|moved)\.json$")
+_HANG = re.compile(r"^stacks\.r(\d{1,9})\.s(\d{1,9})\.(?:(\d{1,9})\.jsonl|(moved)\.json)$")
 # a pack's rank as this version writes it (no leading zero); a session in ASCII digits
 _PACK = re.compile(r"^media\.r(0|[1-9][0-9]*)(?:\.s([0-9]+))?\.pack$")
 
@@ -125,10 +125,10 @@ def parse_failure_file_name(name: str) -> tuple[int, int] | None:
 
 
 def hang_dump_file_name(rank: int, session: int, n: int) -> str:
-    """``stacks.r<rank>.s<session>.<n>.json``: the ``n``-th hang dump (from 1) of a
-    rank's session: its threads' stacks and Flight Recorder record (``man nb-format``,
-    HANG DUMPS)."""
-    return f"stacks.r{int(rank)}.s{int(session)}.{int(n)}.json"
+    """``stacks.r<rank>.s<session>.<n>.jsonl``: the ``n``-th hang dump (from 1) of a
+    rank's session: a summary line, then its threads' stacks and Flight Recorder record
+    (``man nb-format``, HANG DUMPS)."""
+    return f"stacks.r{int(rank)}.s{int(session)}.{int(n)}.jsonl"
 
 
 def hang_moved_file_name(rank: int, session: int) -> str:
@@ -149,7 +149,7 @@ def parse_hang_file_name(name: str) -> tuple[int, int, int | None] | None:
     if m is None:
         return None
     n = m.group(3)
-    return int(m.group(1)), int(m.group(2)), None if n == "moved" else int(n)
+    return int(m.group(1)), int(m.group(2)), None if n is None else int(n)
 
 
 def pack_file_name(rank: int) -> str:

@@ -12,7 +12,7 @@ media (:meth:`RunReader.media`, :func:`decode_histogram`); reports (:func:`overv
 :func:`straggler_frames`); watching (:class:`Watcher`); export
 (:func:`read_frame`, :func:`write_frame`, :func:`export_root`; every output file's
 ``cannot write PATH: REASON``: :func:`write_output`, :func:`writing_to`); comparing runs
-(:func:`diff_runs`); querying many runs (:func:`parse_where`, :func:`select_runs`); tag
+(:func:`diff_runs`); hangs (:func:`hang_report`, ``nb hang``); querying many runs (:func:`parse_where`, :func:`select_runs`); tag
 selection (:func:`tag_matcher`); how a count reads in a message (:func:`plural`).
 Importing TensorBoard event files writes runs: it is ``nblog.tensorboard``'s, above the
 reader and the write path.
@@ -102,6 +102,11 @@ _NAMES: dict[str, tuple[str, str]] = {
     "STRAGGLER_WARMUP_STEPS": ("._views.stragglers", "STRAGGLER_WARMUP_STEPS"),
     # watching
     "Watcher": ("._views.watch", "Watcher"),
+    # hangs: each rank's stacks and collective record, the ranks the others wait for
+    "HANG_KEYS": ("._hang", "HANG_KEYS"),
+    "hang_report": ("._hang", "hang_report"),
+    "hang_where": ("._hang", "hang_where"),
+    "read_hang_dump": ("._hang", "read_hang_dump"),
     "WatchOptions": ("._views.watch", "WatchOptions"),
     # export
     "read_frame": ("._runs.export", "read_frame"),

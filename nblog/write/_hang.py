@@ -195,6 +195,18 @@ def fr_record(entries: int = FR_ENTRIES) -> tuple[dict | None, str | None]:
             "entries": kept}, None
 
 
+def _last_collectives(fr: dict | None) -> dict | None:
+    """The last collective (not point-to-point) of each process group in a record:
+    ``{pg: [seq, op, state]}``, None without a record."""
+    if fr is None:
+        return None
+    out: dict[str, list] = {}
+    for e in fr["entries"]:
+        if not e["p2p"]:
+            out[str(e["pg"] or e["pg_id"])] = [e["seq"], e["op"], e["state"]]
+    return out
+
+
 _ORDER = {"scheduled": 0, "started": 1, "completed": 2}
 
 
@@ -334,18 +346,21 @@ class Watchdog:
         now = self._clock()
         threads = python_stacks(skip=threading.get_ident())  # stacks first: they move
         fr, note = (fr_record() if self.fr else (None, "the Flight Recorder record is off (NB_HANG_FR=0)"))
-        doc = {
+        summary = {
             "version": DUMP_VERSION, "kind": kind, "rank": self.rank, "session": self.session,
             "host": self.host, "pid": os.getpid(), "n": n, "stall": self.stall if kind == "stall" else None,
             "step": self._last_step, "wall": self._wall(), "since_wall": self._moved_wall,
             "stalled_s": round(now - self._moved_at, 3), "period_s": self.period(),
-            "threads": threads, "fr": fr, "fr_note": note,
+            "main": next(([[f["file"], f["line"], f["func"]] for f in t["stack"]] for t in threads if t["main"]), None),
+            "last": _last_collectives(fr), "fr": fr is not None, "fr_note": note,
         }
         path = os.path.join(self.run_dir, hang_dump_file_name(self.rank, self.session, n))
         try:
             import json
 
-            write_atomic(path, json.dumps(doc, default=str).encode())
+            data = (json.dumps(summary, default=str) + "\n"
+                    + json.dumps({"threads": threads, "fr": fr}, default=str) + "\n").encode()
+            write_atomic(path, data)
         except Exception as exc:
             self._warn_once("write", f"nblog: hang dump not written to {path}: {exc!r}")
             return None
