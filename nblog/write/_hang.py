@@ -240,12 +240,16 @@ class Watchdog:
         fr: take the Flight Recorder record.
         clock, wall: monotonic and wall clocks (seconds), injected by tests.
         tick: seconds between checks.
+        faulthandler: arm the faulthandler fallback (``start``).
+        record: returns ``(Flight Recorder record, note)`` (default :func:`fr_record`;
+            tools that make dumps of many ranks hand in their own).
     """
 
     def __init__(self, run_dir: str, rank: int, session: int, host: str, step: Callable[[], int | None], *,
                  hang_s: float | None = None, signum: int | None = signal.SIGUSR1, fr: bool = True,
                  clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
-                 tick: float = 1.0, faulthandler: bool = True):
+                 tick: float = 1.0, faulthandler: bool = True,
+                 record: Callable[[], tuple[dict | None, str | None]] | None = None):
         self.run_dir = run_dir
         self.rank = rank
         self.session = session
@@ -258,6 +262,7 @@ class Watchdog:
         self._wall = wall
         self.tick = tick
         self._use_faulthandler = faulthandler
+        self._record = record or fr_record
         now = clock()
         self._last_step: int | None = None
         self._moved_at = now  # monotonic time the step last moved (or the start)
@@ -345,7 +350,7 @@ class Watchdog:
         n = self.dumps + 1
         now = self._clock()
         threads = python_stacks(skip=threading.get_ident())  # stacks first: they move
-        fr, note = (fr_record() if self.fr else (None, "the Flight Recorder record is off (NB_HANG_FR=0)"))
+        fr, note = (self._record() if self.fr else (None, "the Flight Recorder record is off (NB_HANG_FR=0)"))
         summary = {
             "version": DUMP_VERSION, "kind": kind, "rank": self.rank, "session": self.session,
             "host": self.host, "pid": os.getpid(), "n": n, "stall": self.stall if kind == "stall" else None,
@@ -441,6 +446,7 @@ class Watchdog:
             return
         if self._use_faulthandler and (self.hang_s is None or self.hang_s > 0):
             self._open_faulthandler()
+            self._rearm_faulthandler(self.period())  # armed now: the GIL may never come back
         if self.signum is not None:
             self._install_signal()
         self._thread = threading.Thread(target=self._loop, name="nblog-hang", daemon=True)
