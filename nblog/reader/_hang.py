@@ -32,7 +32,7 @@ from collections import Counter
 
 from ..format._filenames import HANG_PREFIX, RUN_JSON, parse_hang_file_name
 
-__all__ = ["HANG_KEYS", "hang_report", "hang_where", "read_hang_dump"]
+__all__ = ["HANG_KEYS", "HANG_SETTLE_S", "HangRule", "hang_report", "hang_where", "read_hang_dump"]
 
 #: the top-level keys of :func:`hang_report`'s answer, in order (``nb hang --json``)
 HANG_KEYS = ("stalled", "since_s", "ranks", "groups", "suspects", "reason")
@@ -236,3 +236,58 @@ def _plural(n: int, word: str) -> str:
 
 def _who(ranks: list[int]) -> str:
     return ("rank " if len(ranks) == 1 else "ranks ") + _ranks_text(ranks)
+
+
+#: seconds without a new dump after which a stall's dumps count as all there (``nb watch``)
+HANG_SETTLE_S = 3.0
+
+
+class HangRule:
+    """``nb watch``'s ``hang`` rule: one alert per stall, naming the suspects.
+
+    A stall is reported once its dumps have settled: every rank of the run wrote one,
+    or none came for :data:`HANG_SETTLE_S` seconds (so the suspects are not named from
+    the first rank's dump alone). It is reported again only after the run moved on (a
+    poll that finds it not stalled) and stalled anew."""
+
+    def __init__(self) -> None:
+        self._open = False
+        self.stalls = 0
+
+    def poll(self, run_dir: str, run: str, now: float) -> dict | None:
+        """The alert (a dict with nb watch's keys, then ``suspects``, ``since_s``,
+        ``groups``), or None. Never raises for a missing or unreadable folder."""
+        try:
+            newest = 0.0
+            with os.scandir(run_dir) as it:
+                for entry in it:
+                    if entry.name.startswith(HANG_PREFIX) and entry.name.endswith(".jsonl"):
+                        newest = max(newest, entry.stat().st_mtime)
+            if not newest:
+                self._open = False
+                return None
+            report = hang_report(run_dir, now=now)
+        except OSError:
+            return None
+        if not report["stalled"]:
+            self._open = False
+            return None
+        if self._open:
+            return None
+        world = _world_size(run_dir)
+        if not (world is not None and len(report["ranks"]) >= world) and now - newest < HANG_SETTLE_S:
+            return None
+        self._open = True
+        self.stalls += 1
+        suspects = report["suspects"]
+        steps = [r["step"] for r in report["ranks"].values() if isinstance(r.get("step"), int)]
+        head = f"hung since {report['since_s']:.0f} s"
+        who = f"; suspects {_who(suspects)}" if suspects else ""
+        return {
+            "rule": "hang", "level": "error", "run": run,
+            "rank": suspects[0] if len(suspects) == 1 else None, "host": None, "tag": None,
+            "step": min(steps) if steps else None, "wall_time": now,
+            "message": f"{head}{who}: {report['reason']} (nb hang {run})",
+            "session": f"stall {self.stalls}", "suspects": suspects, "since_s": report["since_s"],
+            "groups": report["groups"][:10],
+        }

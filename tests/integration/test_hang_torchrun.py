@@ -119,6 +119,13 @@ def test_skipped_all_reduce_names_the_rank_that_never_entered(job):
     assert seqs[2] == {"seq": 5, "op": "gloo:all_reduce", "state": "completed"}
     assert list(rep) == ["stalled", "since_s", "ranks", "groups", "suspects", "reason"]
     assert any(g["ranks"] == [0, 1, 3] and g["where"].startswith("all_reduce") for g in rep["groups"])
+    # nb watch --once --json: one hang alert, naming rank 2
+    w = subprocess.run([*NB, "watch", "--once", "--json", str(j.dir)], env=j.env, capture_output=True, text=True,
+                       timeout=120)
+    alerts = [json.loads(line) for line in w.stdout.splitlines() if line.strip()]
+    hangs = [a for a in alerts if a["rule"] == "hang"]
+    assert len(hangs) == 1 and hangs[0]["suspects"] == [2] and hangs[0]["rank"] == 2, w.stdout + w.stderr
+    assert "rank 2" in hangs[0]["message"]
 
 
 def test_stuck_loader_names_the_rank_and_shows_where(job):
