@@ -105,6 +105,7 @@ _NAMES: dict[str, tuple[str, str]] = {
     # hangs: each rank's stacks and collective record, the ranks the others wait for
     "HANG_KEYS": ("._hang", "HANG_KEYS"),
     "hang_report": ("._hang", "hang_report"),
+    "hang_summary": ("._hang", "hang_summary"),
     "hang_where": ("._hang", "hang_where"),
     "read_hang_dump": ("._hang", "read_hang_dump"),
     "WatchOptions": ("._views.watch", "WatchOptions"),

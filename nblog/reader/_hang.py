@@ -32,7 +32,7 @@ from collections import Counter
 
 from ..format._filenames import HANG_PREFIX, RUN_JSON, parse_hang_file_name
 
-__all__ = ["HANG_KEYS", "HANG_SETTLE_S", "HangRule", "hang_report", "hang_where", "read_hang_dump"]
+__all__ = ["HANG_KEYS", "HANG_SETTLE_S", "HangRule", "hang_report", "hang_summary", "hang_where", "read_hang_dump"]
 
 #: the top-level keys of :func:`hang_report`'s answer, in order (``nb hang --json``)
 HANG_KEYS = ("stalled", "since_s", "ranks", "groups", "suspects", "reason")
@@ -291,3 +291,38 @@ class HangRule:
             "session": f"stall {self.stalls}", "suspects": suspects, "since_s": report["since_s"],
             "groups": report["groups"][:10],
         }
+
+
+def hang_summary(run_dir: str, now: float | None = None) -> dict | None:
+    """What ``nb show``, the report and the TUI say of a stall: None when the run's
+    hang dumps say it is not stalled (or it has none), else ``{"since_wall",
+    "since_s", "step", "suspects", "reason", "line"}``: ``line`` reads "hung since
+    4m 12s at step 812; suspects rank 2" (``step``: the lowest step of the stalled
+    ranks). Never raises."""
+    try:
+        with os.scandir(run_dir) as it:
+            if not any(e.name.startswith(HANG_PREFIX) and e.name.endswith(".jsonl") for e in it):
+                return None
+        now = time.time() if now is None else now
+        rep = hang_report(run_dir, now=now)
+    except OSError:
+        return None
+    if not rep["stalled"]:
+        return None
+    steps = [r["step"] for r in rep["ranks"].values() if r.get("kind") == "stall" and isinstance(r.get("step"), int)]
+    step = min(steps) if steps else None
+    since_s = rep["since_s"] or 0.0
+    suspects = rep["suspects"]
+    line = (f"hung since {_duration(since_s)} at step {step if step is not None else '?'}"
+            + (f"; suspects {_who(suspects)}" if suspects else "; no suspect") + " (nb hang)")
+    return {"since_wall": now - since_s, "since_s": since_s, "step": step, "suspects": suspects,
+            "reason": rep["reason"], "line": line}
+
+
+def _duration(s: float) -> str:
+    s = int(s)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m {s % 60:02d}s"
+    return f"{s // 3600}h {s % 3600 // 60:02d}m"

@@ -126,6 +126,10 @@ def test_skipped_all_reduce_names_the_rank_that_never_entered(job):
     hangs = [a for a in alerts if a["rule"] == "hang"]
     assert len(hangs) == 1 and hangs[0]["suspects"] == [2] and hangs[0]["rank"] == 2, w.stdout + w.stderr
     assert "rank 2" in hangs[0]["message"]
+    # nb show: the line of the stall
+    show = subprocess.run([*NB, "show", str(j.dir)], env=j.env, capture_output=True, text=True, timeout=120)
+    line = next(ln for ln in show.stdout.splitlines() if ln.startswith("hung since"))
+    assert "at step 5; suspects rank 2" in line, show.stdout
 
 
 def test_stuck_loader_names_the_rank_and_shows_where(job):

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from ...format import _format as F
+from .._hang import hang_summary
 from .._runfiles.failures import failure_line, unended_line
 from .._runfiles.media import pack_check
 from .._runfiles.progress import session_last_step, this_host, writer_alive
@@ -305,6 +306,7 @@ def overview(reader: RunReader, tags: str | Iterable[str] | None = None) -> dict
         "problems": {k: problems.get(k, 0) for k in ("skipped_bytes", "pending_bytes", "unknown_frames",
                                                      "media_missing", "media_not_visible")},
         **incidents(reader, files, run["status"]),
+        "hang": hang_summary(reader.dir),  # the ranks' hang dumps (nblog.reader._hang), None: no stall
     }
 
 
