@@ -49,13 +49,13 @@ def main() -> None:
     run_dir = os.path.join(tmp, "proj", "run")
     os.makedirs(run_dir)
     with open(os.path.join(run_dir, "run.json"), "w") as f:
-        f.write('{"world_size": %d, "sessions": [{"session": 0, "world_size": %d}]}' % (a.ranks, a.ranks))
+        f.write(f'{{"world_size": {a.ranks}, "sessions": [{{"session": 0, "world_size": {a.ranks}}}]}}')
     try:
         t0 = time.perf_counter()
         for rank in range(a.ranks):
             now = [100.0]
             dog = H.Watchdog(run_dir, rank, 0, f"node{rank // 8:04d}", lambda: 41, hang_s=60, signum=None,
-                             faulthandler=False, clock=lambda: now[0], wall=lambda: 1.7e9 + now[0],
+                             faulthandler=False, clock=lambda now=now: now[0], wall=lambda now=now: 1.7e9 + now[0],
                              record=record(1000 if rank == 5 else 1001))
             dog.poll()
             now[0] += 60

@@ -82,7 +82,7 @@ def _span(ranks: list[int]) -> str:
     """``0-3,5,7-9``: ranks as ranges."""
     parts: list[str] = []
     start = prev = ranks[0]
-    for r in ranks[1:] + [None]:  # type: ignore[list-item]
+    for r in [*ranks[1:], None]:
         if r is not None and r == prev + 1:
             prev = r
             continue

@@ -153,6 +153,7 @@ if TYPE_CHECKING:  # the names for the type checker; at run time __getattr__ imp
     )
     from ._answers.words import plural
     from ._file.logfile import Delta, LogFile
+    from ._hang import HANG_KEYS, hang_report, hang_summary, hang_where, read_hang_dump
     from ._runfiles.console import ConsoleLine, ConsoleLogs
     from ._runfiles.envelopes import Envelope, read_envelopes
     from ._runfiles.media import HISTOGRAM_SCHEMA, MEDIA_SCHEMA

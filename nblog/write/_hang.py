@@ -52,7 +52,11 @@ import traceback
 from collections import deque
 
 from .. import _log as log
-from ..format._filenames import hang_dump_file_name, hang_faulthandler_file_name, hang_moved_file_name
+from ..format._filenames import (
+    hang_dump_file_name,
+    hang_faulthandler_file_name,
+    hang_moved_file_name,
+)
 from ..format._filesafety import create_exclusive, write_atomic
 
 TYPE_CHECKING = False
@@ -172,7 +176,7 @@ def fr_record(entries: int = FR_ENTRIES) -> tuple[dict | None, str | None]:
     try:
         import torch
 
-        raw = torch._C._distributed_c10d._dump_fr_trace(includeStackTraces=False)
+        raw = torch._C._distributed_c10d._dump_fr_trace(includeStackTraces=False)  # type: ignore[attr-defined]
         data = pickle.loads(raw)
     except Exception as exc:
         return None, f"Flight Recorder record not taken: {exc!r}"
@@ -466,7 +470,7 @@ class Watchdog:
                 if not self._own_wakeup:
                     self.request()
                 if callable(old):
-                    old(num, frame)
+                    old(num, frame)  # type: ignore[arg-type]
 
             signal.signal(signum, handler)
             self._own_wakeup = False

@@ -255,7 +255,7 @@ def _start_hang(run: Run, host: str, hang: tuple[float | None, int | None, bool]
                              hang_s=period, signum=signum, fr=fr)
         dog.start()
         run._on_finish.append(dog.stop)
-        run._hang = dog
+        run._hang = dog  # type: ignore[attr-defined]
     except Exception as exc:
         log.warning("nblog: hang watchdog not started: %r", exc)
 

@@ -33,8 +33,8 @@ def _run(tmp_path: Path, world: int, records: dict, *, moved: set | None = None,
                                                                                      "world_size": world}]}))
     for rank, rec in records.items():
         now, step = [10.0], [7]
-        dog = H.Watchdog(str(run_dir), rank, 0, f"h{rank}", lambda: step[0], hang_s=5, signum=None,
-                         faulthandler=False, clock=lambda: now[0], wall=lambda: 1e9 + now[0],
+        dog = H.Watchdog(str(run_dir), rank, 0, f"h{rank}", lambda step=step: step[0], hang_s=5, signum=None,
+                         faulthandler=False, clock=lambda now=now: now[0], wall=lambda now=now: 1e9 + now[0],
                          record=rec or (lambda: (None, "no record")))
         dog.poll()
         if kind == "signal":
