@@ -28,9 +28,13 @@ collective, no lock and no file shared between ranks.
   removed at the end when empty).
 - **On demand**: a signal (``SIGUSR1`` by default; ``$NB_HANG_SIGNAL``, "off") writes a
   dump at once and the job goes on. The handler is installed only from the main thread;
-  the C-level wakeup fd (``signal.set_wakeup_fd``) wakes this thread even while the main
-  thread waits inside a collective; the Python handler only calls the handler it
-  replaced, if any.
+  the C-level wakeup fd (``signal.set_wakeup_fd``, when no one else holds it, e.g.
+  asyncio) wakes this thread even while the main thread waits inside a collective; the
+  Python handler only calls the handler it replaced, if any (else it wakes this thread
+  itself, when the main thread next runs Python).
+- The faulthandler fallback re-arms ``faulthandler.dump_traceback_later`` (one per
+  process): a program's own later-dump (pytest's ``faulthandler_timeout``) is replaced
+  while the watchdog runs; ``NB_HANG_S=0`` leaves it alone.
 - **Flight Recorder on**: :func:`enable_flight_recorder` sets ``TORCH_FR_BUFFER_SIZE``
   before any process group exists when the user has not (``$NB_HANG_FR=0``: not).
 
@@ -523,8 +527,10 @@ class Watchdog:
         self._close_faulthandler()
         if self.signum is not None and threading.current_thread() is threading.main_thread():
             with contextlib.suppress(Exception):
-                if self._own_wakeup and signal.set_wakeup_fd(-1) != self._wfd:
-                    pass
+                if self._own_wakeup:
+                    prev = signal.set_wakeup_fd(-1)
+                    if prev != self._wfd:  # someone set theirs after ours: leave it
+                        signal.set_wakeup_fd(prev)
             with contextlib.suppress(Exception):
                 if self._old_handler is not None:
                     signal.signal(self.signum, self._old_handler)  # type: ignore[arg-type]
