@@ -254,15 +254,21 @@ class HangRule:
         self._open = False
         self.stalls = 0
 
-    def poll(self, run_dir: str, run: str, now: float) -> dict | None:
+    def poll(self, run_dir: str, run: str, now: float, names: list[str] | None = None) -> dict | None:
         """The alert (a dict with nb watch's keys, then ``suspects``, ``since_s``,
-        ``groups``), or None. Never raises for a missing or unreadable folder."""
+        ``groups``), or None. ``names``: the folder's listing the caller made this poll
+        (else it is listed here); the folder is read further only when it holds dumps.
+        Never raises for a missing or unreadable folder."""
         try:
+            if names is None:
+                names = os.listdir(run_dir)
             newest = 0.0
-            with os.scandir(run_dir) as it:
-                for entry in it:
-                    if entry.name.startswith(HANG_PREFIX) and entry.name.endswith(".jsonl"):
-                        newest = max(newest, entry.stat().st_mtime)
+            for name in names:
+                if name.startswith(HANG_PREFIX) and name.endswith(".jsonl"):
+                    try:
+                        newest = max(newest, os.stat(os.path.join(run_dir, name)).st_mtime)
+                    except FileNotFoundError:
+                        continue
             if not newest:
                 self._open = False
                 return None

@@ -24,8 +24,8 @@ collective, no lock and no file shared between ranks.
 - **GIL held in C**: where the main thread holds the interpreter in C code, this thread
   cannot run; the standard library's ``faulthandler`` watchdog, re-armed each tick to
   fire a little after the period, writes every thread's stack into
-  ``stacks.r<R>.s<S>.faulthandler.txt`` instead (created when the watchdog starts,
-  removed at the end when empty).
+  ``stacks.r<R>.s<S>.faulthandler.txt`` instead (created when the watchdog is first
+  armed, removed at the end when empty).
 - **On demand**: a signal (``SIGUSR1`` by default; ``$NB_HANG_SIGNAL``, "off") writes a
   dump at once and the job goes on. The handler is installed only from the main thread;
   the C-level wakeup fd (``signal.set_wakeup_fd``, when no one else holds it, e.g.
@@ -399,8 +399,13 @@ class Watchdog:
     def _rearm_faulthandler(self, p: float | None) -> None:
         """Re-arm faulthandler to fire ``p`` plus a few ticks from now: it fires only when
         this thread could not run (the GIL held in C code) for that long."""
-        if self._fh_file is None:
+        if not self._use_faulthandler or (p is None and self._fh_file is None):
             return
+        if self._fh_file is None:  # opened when first armed: a run that never arms has no such file
+            self._open_faulthandler()
+            if self._fh_file is None:
+                self._use_faulthandler = False  # warned
+                return
         import faulthandler
 
         try:
@@ -452,9 +457,8 @@ class Watchdog:
         except OSError as exc:
             self._warn_once("start", f"nblog: hang watchdog not started: {exc!r}")
             return
-        if self._use_faulthandler and (self.hang_s is None or self.hang_s > 0):
-            self._open_faulthandler()
-            self._rearm_faulthandler(self.period())  # armed now: the GIL may never come back
+        self._use_faulthandler = self._use_faulthandler and (self.hang_s is None or self.hang_s > 0)
+        self._rearm_faulthandler(self.period())  # armed now (explicit hang_s): the GIL may never come back
         if self.signum is not None:
             self._install_signal()
         self._thread = threading.Thread(target=self._loop, name="nblog-hang", daemon=True)

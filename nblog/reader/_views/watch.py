@@ -440,7 +440,7 @@ class Watcher:
             found += stall_alerts(self._progress, open_ranks, self._hosts, self.clock(), run, o.stall_k,
                                   o.stall_floor_s)
         found += self._unended_alerts(run, running)
-        hang = self._hang.poll(run_dir, run, self.clock())
+        hang = self._hang.poll(run_dir, run, self.clock(), getattr(self._files, "names", None))
         if hang is not None:
             found.append(hang)
         new = []
