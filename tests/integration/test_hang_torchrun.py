@@ -193,7 +193,7 @@ def test_healthy_job_slowing_down_twofold_reports_nothing(job):
 
 def test_usr1_writes_a_dump_and_training_goes_on(job):
     j = job("--mode", "none", "--steps", "60", "--step-s", "0.1", hang_s="off")
-    j.until("rank 1's pid", lambda: (j.flags / "pid.1").exists())
+    j.until("rank 1 ready", lambda: (j.flags / "ready.1").exists())  # nb.init installed the handler
     os.kill(j.pid(1), signal.SIGUSR1)
     j.until("rank 1's dump", lambda: bool(j.dumps(1)))
     assert j.proc.wait(DEADLINE_S) == 0, j.output()

@@ -10,7 +10,8 @@ misbehaves as ``--mode`` says:
 - slow: nobody hangs; from step ``--at`` every step takes twice as long;
 - none: nobody hangs (the test signals a rank).
 
-Writes ``<flags>/pid.<rank>`` at start and ``<flags>/done.<rank>`` at the end.
+Writes ``<flags>/pid.<rank>`` at start, ``<flags>/ready.<rank>`` after ``nblog.init`` and
+``init_process_group``, and ``<flags>/done.<rank>`` at the end.
 """
 
 import argparse
@@ -48,6 +49,8 @@ def main() -> None:
         f.write(str(os.getpid()))
     run = nblog.init("hang")
     dist.init_process_group("gloo")
+    with open(os.path.join(a.flags, f"ready.{rank}"), "w") as f:  # nb's signal handler is in place
+        f.write("1")
     t = torch.ones(4)
     for step in range(a.steps):
         run.add_scalar("loss", 1.0 / (step + 1), step=step)
