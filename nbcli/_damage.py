@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from nblog import DamagedLogWarning
-from nblog.reader import plural
+from nblog.reader.lowlevel import plural
 
 from ._output import error, warn
 

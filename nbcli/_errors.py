@@ -15,14 +15,19 @@ pipefail`` sees the same as from ``cat``/``yes`` killed by SIGPIPE (141); and it
 what Click (under Typer) already does for ``--help`` and usage output. It is found
 where it happens (a write, or Polars streaming into stdout) or when stdout is flushed
 at the end (:func:`finish_stdout`), never as Python's "Exception ignored ...
-BrokenPipeError" at exit (status 120).
+BrokenPipeError" at exit (status 120). A standard output closed before nb started
+(``nb ls >&-``: Python then has no ``sys.stdout``) is the same rule
+(:func:`stand_in_for_closed_stdout`): what nb writes there is lost, so exit 1; a command
+that wrote nothing there (``nb export RUN -o FILE >&-``) keeps its status.
 """
 
 from __future__ import annotations
 
 import errno
+import io
 import os
 import sys
+from typing import Any
 
 from nblog import AmbiguousRunError, FormatVersionError, NbError, RunNotFoundError
 
@@ -91,10 +96,52 @@ def closed_pipe_exit() -> int:
     return CLOSED_PIPE_STATUS
 
 
+class _Discarded(io.FileIO):
+    """``/dev/null`` on file descriptor 1, counting the bytes written to it (lost)."""
+
+    lost = 0
+    stand_in: io.TextIOWrapper | None = None  # the stdout over it, once made
+
+    def write(self, b: Any) -> int:
+        n = super().write(b) or 0
+        type(self).lost += n
+        return n
+
+
+def stand_in_for_closed_stdout() -> None:
+    """Where standard output was closed before nb started (``sys.stdout`` is None), put
+    ``/dev/null`` on file descriptor 1 and a stdout over it that counts what is written:
+    no later open file takes descriptor 1 (a print would land in it), no write fails, and
+    :func:`finish_stdout` exits :data:`CLOSED_PIPE_STATUS` if anything was lost. Does
+    nothing when stdout is open."""
+    if sys.stdout is not None:
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    if devnull != 1:
+        os.dup2(devnull, 1)
+        os.close(devnull)
+    stand_in = io.TextIOWrapper(io.BufferedWriter(_Discarded(1, "w", closefd=False)), encoding="utf-8")
+    sys.stdout = _Discarded.stand_in = stand_in
+
+
+def stdout_closed_at_start() -> bool:
+    """Whether stdout is the stand-in of :func:`stand_in_for_closed_stdout`: a command
+    whose output is stdout (``nb export RUN -o -``) and that hands its file to a writer
+    of its own counts it lost with :func:`lose_stdout`."""
+    return _Discarded.stand_in is not None and sys.stdout is _Discarded.stand_in
+
+
+def lose_stdout() -> None:
+    """Count the output of a command whose stdout was closed before it started as lost
+    (exit :data:`CLOSED_PIPE_STATUS`): for writers that bypass the counting stdout."""
+    _Discarded.lost += 1
+
+
 def finish_stdout(code: int) -> int:
     """Flush stdout at the end of a command that exits with ``code``: ``code``, or
-    :data:`CLOSED_PIPE_STATUS` when the flush finds the pipe closed and ``code`` is 0
-    (a failure's own status is kept). Output still buffered is lost either way."""
+    :data:`CLOSED_PIPE_STATUS` when the flush finds the pipe closed, or output went to a
+    stdout closed before nb started, and ``code`` is 0 (a failure's own status is kept).
+    Output still buffered is lost either way."""
     try:
         sys.stdout.flush()
     except Exception as exc:
@@ -102,4 +149,6 @@ def finish_stdout(code: int) -> int:
             raise
         status = closed_pipe_exit()
         return code or status
+    if _Discarded.lost:
+        return code or CLOSED_PIPE_STATUS
     return code

@@ -15,7 +15,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-from nblog.reader import plural  # one small module: nb ls loads nblog.reader anyway
+from nblog.reader.lowlevel import plural
 
 from ._output import (
     Cell,
@@ -98,7 +98,8 @@ def run_ls(
             error), unless ``argv`` is given.
         TyperReports: the same, when ``argv`` is given.
     """
-    from nblog.reader import default_root, list_runs, list_runs_meta
+    from nblog.reader import default_root, list_runs
+    from nblog.reader.lowlevel import list_runs_meta
 
     root = root or default_root()
     where = os.path.abspath(root)
@@ -221,15 +222,13 @@ def _query_ls(pairs: list, where: str, as_json: bool, where_expr: str | None, co
     """``nb ls`` with --where/--columns/--sort/--group: select with Polars, then print
     the selected columns (``id`` first), or one row per group. ``read``: tag summaries
     already read, by run folder (filled as more are read)."""
-    from nblog.reader import RunsTable, parse_where
-    from nblog.reader import group_runs as groups
-    from nblog.reader import select_runs as select
+    from nblog.reader import RunsTable, group_runs, parse_where, select_runs
 
     table = RunsTable(pairs, read)
-    rows = select(table, where_expr, None if group is not None else sort, desc and group is None, columns)
+    rows = select_runs(table, where_expr, None if group is not None else sort, desc and group is None, columns)
     if group is not None:
         values = list(columns) + ([sort] if sort is not None and sort not in columns else [])
-        found = groups(table, rows, group, values, sort, desc)
+        found = group_runs(table, rows, group, values, sort, desc)
         if as_json:
             emit_json(found)
             return 0

@@ -8,8 +8,8 @@ import os
 
 def ranks_with_logs(run_dir: str) -> list[int]:
     """The ranks that have at least one event log in ``run_dir``, in order
-    (:func:`nblog.reader.ranks_with_logs`)."""
-    from nblog.reader import ranks_with_logs as ranks
+    (:func:`nblog.reader.lowlevel.ranks_with_logs`)."""
+    from nblog.reader.lowlevel import ranks_with_logs as ranks
 
     return ranks(run_dir)
 

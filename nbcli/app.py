@@ -21,7 +21,13 @@ from __future__ import annotations
 import os
 import sys
 
-from ._errors import closed_pipe_exit, finish_stdout, is_closed_pipe, report
+from ._errors import (
+    closed_pipe_exit,
+    finish_stdout,
+    is_closed_pipe,
+    report,
+    stand_in_for_closed_stdout,
+)
 
 TYPE_CHECKING = False  # not from typing: this module is on the path of `nb ls`, kept light
 if TYPE_CHECKING:  # provided by __getattr__ on first use
@@ -72,6 +78,7 @@ def _fast(argv: list[str]) -> int | None:
 def main() -> None:
     """Entry point of the ``nb`` console script: the command's exit status, after
     stdout is flushed (a closed pipe found then exits 1 quietly, see :mod:`nbcli._errors`)."""
+    stand_in_for_closed_stdout()
     code: str | int | None = _fast(sys.argv[1:])
     if code is None:
         from ._tree import app

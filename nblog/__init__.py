@@ -34,13 +34,16 @@ Where a scalar goes, wing by wing:
 - ``media/``: images, histograms, audio and figures, checked and copied on the caller's
   thread (``_media_input``), encoded on the writer thread (``_media_encode``) into the pack.
 - ``system/``: the system-metrics sampler (``_system``) and NVIDIA GPUs (``_nvml``).
-- ``reader/`` (public: ``nblog.reader``): ``_catalog`` **finds** runs, ``_rankfiles`` a
-  rank's session files in order (new sessions, the hiding rule, following), ``_logfile``
+- ``reader/`` (public: ``nblog.reader``, what a user of runs needs, and
+  ``nblog.reader.lowlevel``, the building blocks for tools), a package a role:
+  ``_runs/catalog`` **finds** runs (``_runs/`` is many runs: query, listing cache, export,
+  diff); ``_runfiles/rankfiles`` a rank's session files in order (new sessions, the hiding
+  rule, following; ``_runfiles/`` also reads the sidecars beside them); ``_file/logfile``
   **decodes** an event log incrementally (the frames ``format/_walk`` finds; the columns
-  where ``columns_layout`` says, with numpy, or with Arrow in ``_columns_read``);
-  ``_reader``: ``RunReader``, whole frames; ``_live``: the TUI's growing series;
-  ``_tail``: ``nb tail``; with export, diff, summaries (``_stragglers``: the one
-  straggler rule) and import.
+  where ``columns_layout`` says, with numpy, or with Arrow in ``_file/columns``);
+  ``_views/``: ``RunReader`` (whole frames), ``LiveRun`` (the TUI's growing series),
+  ``nb tail``, ``nb watch``, the one straggler rule; ``_answers/``: what ``nb show`` and
+  ``nb timers`` print. ``docs/layout.md`` walks the tree.
 - ``nbcli`` (a separate package) **draws**: ``nb`` commands, the TUI (``nbcli/tui``,
   its display maths (smoothing, downsampling, bands for every viewer) in ``nbcli/series``) and ``nb report``.
 - Here at the top: the public names, the errors (``_errors``), the one logger (``_log``),

@@ -74,12 +74,12 @@ def write_root(root: Path, n: int, procs: int = 4) -> float:
 def add_summaries(root: Path) -> None:
     """Put the writer's summary (nb-format(5)) into each run.json, from the event logs."""
     sys.path.insert(0, str(HERE.parent))
-    from nblog.reader._views.tag_stats import tag_summaries
+    from nblog.reader._views.tag_stats import tag_stats
 
     for run in (root / "sweep").iterdir():
         path = run / "run.json"
         meta = json.loads(path.read_text())
-        summary = tag_summaries(str(run), {})
+        summary = tag_stats(str(run), {})
         meta["summary"] = {t: {k: (v if not isinstance(v, float) or math.isfinite(v) else str(v))
                                for k, v in st.items()} for t, st in summary.items()}
         path.write_text(json.dumps(meta))

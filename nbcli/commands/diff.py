@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from nblog.reader import plural
+from nblog.reader.lowlevel import plural
 
 from .._options import AllowDamaged, Json, Root
 from .._output import (

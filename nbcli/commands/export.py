@@ -15,8 +15,9 @@ from typing import Annotated
 
 import typer
 
-from nblog.reader import plural
+from nblog.reader.lowlevel import plural
 
+from .._errors import lose_stdout, stdout_closed_at_start
 from .._options import MAX_RANK, AllowDamaged, Root, Tags
 from .._output import clean, error, info
 from .._ranks import missing_rank
@@ -99,7 +100,7 @@ def export(
     sessions and timers); --rank, --tag, --kind and --include-hidden do not apply to
     it. Needs the tensorboard package.
     """
-    from nblog.reader import format_for
+    from nblog.reader.lowlevel import format_for
 
     if all_ranks and rank is not None:
         raise typer.BadParameter("--all-ranks and --rank exclude each other", param_hint="--rank")
@@ -142,6 +143,9 @@ def export(
     frames = read_frames(reader, kind.value, tags=tags or None, rank=rank or 0, all_ranks=all_ranks,
                          include_hidden=include_hidden)
     if output == "-":  # a closed pipe (`nb export RUN -o - | head`) is the error boundary's (nbcli._errors)
+        if stdout_closed_at_start():  # `nb export RUN -o - >&-`: nowhere to write, exit 1
+            lose_stdout()
+            return
         sys.stdout.flush()
         with _signals_exit():
             write_frames(frames, sys.stdout.buffer, chosen)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import typer
 
-from nblog.reader import plural
+from nblog.reader.lowlevel import plural
 
 from .._options import Json, Root, RunArg
 from .._output import Column, Output, data, emit_json, fmt_seconds

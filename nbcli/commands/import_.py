@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from nblog.reader import plural
+from nblog.reader.lowlevel import plural
 
 from .._options import Root
 from .._output import clean, error, info

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from nblog.reader import plural
+from nblog.reader.lowlevel import plural
 
 from .._options import MAX_COUNT, MAX_RANK, FollowTimeout, Json, PollInterval, Root, RunArg
 from .._output import Output, Styled, clean, emit_json_line, error, info

@@ -10,7 +10,7 @@ from typing import IO, TYPE_CHECKING, Annotated
 
 import typer
 
-from nblog.reader import plural
+from nblog.reader.lowlevel import plural
 
 from .._options import MAX_COUNT, AllowDamaged, Json, Rank, Root, RunArg, Tags
 from .._output import Column, Output, data, emit_json, error, fmt_bytes, fmt_time, info, warn
@@ -86,7 +86,8 @@ def media(
     paths written go to stdout (with --json: one object per file); a blob that fails
     its checksum is reported, skipped, and makes the exit code 1.
     """
-    from nblog.reader import MEDIA_SCHEMA, RunReader, tag_matcher
+    from nblog.reader import RunReader, tag_matcher
+    from nblog.reader.lowlevel import MEDIA_SCHEMA
 
     reader = RunReader(run, root)
     no_log = missing_rank(reader.dir, rank)
@@ -140,7 +141,8 @@ def _write(reader: RunReader, df: pl.DataFrame, output: str, as_json: bool) -> N
     import polars as pl
 
     from nblog import NbError
-    from nblog.reader import decode_histogram, refuse_linked_folders, write_output, writing_to
+    from nblog.reader import decode_histogram
+    from nblog.reader.lowlevel import refuse_linked_folders, write_output, writing_to
 
     width = max(6, len(str(df["step"].max())))
     used: set[str] = set()

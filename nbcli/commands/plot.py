@@ -296,7 +296,7 @@ def plot(
         raise typer.Exit(1) from None
 
     from nblog import RunReader
-    from nblog.reader import write_output
+    from nblog.reader.lowlevel import write_output
 
     from .. import series as S
 

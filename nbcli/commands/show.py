@@ -8,7 +8,7 @@ import time
 
 import typer
 
-from nblog.reader import plural
+from nblog.reader.lowlevel import plural
 
 from .._options import AllowDamaged, Json, Root, RunArg, Tags
 from .._output import (
@@ -203,7 +203,7 @@ _MAX_ALERTS = 20  # the latest alerts listed; the rest counted
 def _what_went_wrong(out: Output, info: dict) -> None:
     """The first failure (with the end of its traceback), sessions that ended without an
     END record, the latest alerts, and what code ran (provenance)."""
-    from nblog.reader import TRACEBACK_LINES, provenance_lines
+    from nblog.reader.lowlevel import TRACEBACK_LINES, provenance_lines
 
     hang = info.get("hang")
     if hang:

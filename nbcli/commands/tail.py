@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from nblog.reader import plural
+from nblog.reader.lowlevel import plural
 
 from .. import _damage as damage
 from .._options import (
@@ -93,7 +93,8 @@ def tail(
     "-inf". Only bytes appended since the last poll are read. A rank with no events
     (yet, or none matching --tag) prints a note on stderr and exits 0.
     """
-    from nblog.reader import DEFAULT_KINDS, Follower
+    from nblog.reader import Follower
+    from nblog.reader.lowlevel import DEFAULT_KINDS
 
     kinds = DEFAULT_KINDS + (("system",) if system else ())
     follower = Follower(run, root, rank=rank, kinds=kinds, tags=tags or None)

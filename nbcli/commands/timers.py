@@ -8,7 +8,12 @@ from typing import Annotated
 
 import typer
 
-from nblog.reader import STRAGGLER_FLOOR_S, STRAGGLER_SPREAD, STRAGGLER_WARMUP_STEPS, plural
+from nblog.reader.lowlevel import (
+    STRAGGLER_FLOOR_S,
+    STRAGGLER_SPREAD,
+    STRAGGLER_WARMUP_STEPS,
+    plural,
+)
 
 from .._options import MAX_COUNT, AllowDamaged, Json, Root, RunArg, Tags
 from .._output import Column, Output, data, emit_json, fmt_seconds, info, styled
@@ -66,7 +71,8 @@ def timers(
     Ranks log their own timings with run.timer(..., all_ranks=True) or
     nb.init(timing_all_ranks=True); aggregation happens here, at read time.
     """
-    from nblog.reader import RunReader, StragglerRule, timer_frames, timer_report
+    from nblog.reader import RunReader, StragglerRule, timer_report
+    from nblog.reader.lowlevel import timer_frames
 
     try:
         rule = StragglerRule(threshold, floor, warmup)

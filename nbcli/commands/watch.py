@@ -10,7 +10,12 @@ from typing import Annotated, Any
 
 import typer
 
-from nblog.reader import STRAGGLER_FLOOR_S, STRAGGLER_SPREAD, STRAGGLER_WARMUP_STEPS, plural
+from nblog.reader.lowlevel import (
+    STRAGGLER_FLOOR_S,
+    STRAGGLER_SPREAD,
+    STRAGGLER_WARMUP_STEPS,
+    plural,
+)
 
 from .._options import AllowDamaged, Json, Root, RunArg
 from .._output import Output, Styled, clean, emit_json_line, fmt_time, info, json_text, warn

@@ -15,9 +15,9 @@ def write_report(readers: list, path: str, title: str | None = None) -> int:
 
     Raises:
         OSError: ``path`` cannot be written: ``cannot write PATH: REASON``, the temp
-            file removed (:func:`nblog.reader.write_output`).
+            file removed (:func:`nblog.reader.lowlevel.write_output`).
     """
-    from nblog.reader import write_output
+    from nblog.reader.lowlevel import write_output
 
     from ._data import build
     from ._html import render

@@ -62,10 +62,11 @@ def run_info(reader: RunReader) -> dict:
     (the ``hung since ...; suspects rank 2`` line of a stall, or None),
     launcher, config (flattened) and sessions of one run (each last step as ``nb show``
     says it)."""
-    from nblog.reader import hang_summary, run_summary, session_steps
+    from nblog.reader import hang_summary, run_row
+    from nblog.reader.lowlevel import session_steps
 
     meta = reader.meta
-    row = run_summary(reader.dir)
+    row = run_row(reader.dir)
     keys = ("session", "start", "host", "pid", "first_step", "last_step", "end", "end_reason", "world_size")
     sessions = [{k: s.get(k) for k in keys} for s in meta.get("sessions") or [] if isinstance(s, dict)]
     steps = session_steps(reader.dir, meta.get("sessions"))  # run.json's or rank 0's event log's, the higher

@@ -1,6 +1,6 @@
 """The failures and alerts of a run, for the run screen: every rank's event logs read
-incrementally and a window at a time (the reader's rank files, :class:`nblog.reader.RankFiles`
-with :data:`nblog.reader.WINDOW`, keeping no points: only what was appended since the last
+incrementally and a window at a time (the reader's rank files, :class:`nblog.reader.lowlevel.RankFiles`
+with :data:`nblog.reader.lowlevel.WINDOW`, keeping no points: only what was appended since the last
 poll is parsed, and a large log costs a window of memory, not its size), the events in
 time order.
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from nblog.reader import WINDOW, LogFile, RankFiles, read_on
+from nblog.reader.lowlevel import WINDOW, LogFile, RankFiles, read_on
 
 
 def _num(v: object) -> float | None:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from nblog.reader import plural
+from nblog.reader.lowlevel import plural
 
 from .widgets.histogram import HistogramData
 

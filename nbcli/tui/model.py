@@ -17,15 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from nblog.reader import (
-    LiveRun,
-    Series,
-    event_files,
-    failed_ranks,
-    read_envelopes,
-    run_summary,
-    straggler_frames,
-)
+from nblog.reader import LiveRun, Series, read_envelopes, run_row, straggler_frames
+from nblog.reader.lowlevel import event_files, failed_ranks
 
 from .bands import ranks_band_spec
 from .groups import config_value, groups_spec
@@ -197,7 +190,7 @@ class RunModel:
         if live.gone:
             return str(live.meta.get("status") or "unknown")
         try:
-            status = str(run_summary(live.dir, now=now)["status"] or "unknown")
+            status = str(run_row(live.dir, now=now)["status"] or "unknown")
         except OSError:
             status = str(live.meta.get("status") or "unknown")
         return "waiting" if status == "unknown" and not live.ranks() else status
@@ -441,7 +434,7 @@ class RunModel:
 
     def _failed(self, live: LiveRun, ranks: list[int]) -> list[tuple[int, int, int | None]]:
         """Where ranks of ``live`` failed or died, for the straggler rule
-        (:func:`nblog.reader.failed_ranks`): the failure events of every rank's logs (read
+        (:func:`nblog.reader.lowlevel.failed_ranks`): the failure events of every rank's logs (read
         incrementally, kept between calls) and the sessions that ended without END."""
         if self._events is None or self._events.dir != live.dir:
             from .events import RunEvents

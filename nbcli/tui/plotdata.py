@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from nblog.reader import Envelope, Series, plural
+from nblog.reader import Envelope, Series
+from nblog.reader.lowlevel import plural
 
 from ..series import (
     Decimator,

@@ -15,7 +15,8 @@ from __future__ import annotations
 import os
 import threading
 
-from nblog.reader import LiveRun, envelope_file_name, event_files
+from nblog.reader import LiveRun
+from nblog.reader.lowlevel import envelope_file_name, event_files
 
 # The run screen draws the first plot of a rank with this many bytes of event logs from
 # their envelope sidecars (nbcli.tui.model.RunModel.preview)

@@ -93,3 +93,29 @@ def test_a_failure_keeps_its_own_status_with_a_closed_pipe(root):
     assert res.returncode == 1 and "no run matches 'nosuch'" in res.stderr
     res = nb_into_closed_pipe(["ls", "--where", "lr <"], root, buffered=True)
     assert res.returncode == 2 and "--where" in res.stderr
+
+
+def nb_with_stdout_closed(args: list[str], root, cwd=None) -> subprocess.CompletedProcess:
+    """nb started with file descriptor 1 closed (``nb ls >&-``): Python has no sys.stdout."""
+    return subprocess.run([sys.executable, "-c", CODE, *args], stdin=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          text=True, env=clean_env(NB_DIR=str(root)), timeout=120, cwd=cwd,
+                          preexec_fn=lambda: os.close(1))
+
+
+@pytest.mark.parametrize("args", COMMANDS, ids=" ".join)
+def test_a_stdout_closed_before_the_start_exits_1_quietly(root, args):
+    """``nb CMD >&-``: the output has nowhere to go, as with a closed pipe; before, every
+    command printed 'internal error: AttributeError' and a traceback."""
+    res = nb_with_stdout_closed(args, root)
+    assert (res.returncode, res.stderr) == (1, ""), res.stderr
+
+
+def test_an_output_file_is_written_with_stdout_closed_and_lands_in_no_stray_descriptor(root, tmp_path):
+    """``nb export RUN -o FILE >&-`` writes nothing to stdout, so it succeeds; its file
+    is whole (the file must not take descriptor 1, where a print would land)."""
+    out = tmp_path / "x.csv"
+    res = nb_with_stdout_closed(["export", "a-00000001", "-o", str(out), "-F", "csv"], root)
+    assert res.returncode == 0, res.stderr
+    ref = subprocess.run([sys.executable, "-c", CODE, "export", "a-00000001", "-o", "-", "-F", "csv"],
+                         capture_output=True, text=True, env=clean_env(NB_DIR=str(root)), timeout=120)
+    assert out.read_text() == ref.stdout

@@ -14,7 +14,8 @@ from cli_helpers import clean_env
 from polars.testing import assert_frame_equal
 
 import nblog.reader._runs.export as export_mod
-from nblog.reader import RunReader, read_frame, read_frames, write_frame, write_frames
+from nblog.reader import RunReader, read_frames, write_frames
+from nblog.reader.lowlevel import read_frame, write_frame
 
 CASES = [  # (kind, read_frame keywords): every rank, one rank, hidden points, a tag glob
     ("scalars", {}),

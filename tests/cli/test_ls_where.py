@@ -215,13 +215,13 @@ def test_tag_values_are_read_only_for_the_runs_the_rest_of_where_leaves(cli, swe
     reads the tags of the runs its tag-free AND terms keep, and of no other."""
     root, _specs = sweep
     seen: list[str] = []
-    real = rq.tag_summaries
+    real = rq.tag_stats
 
     def spy(run_dir, meta=None):
         seen.append(run_dir)
         return real(run_dir, meta)
 
-    monkeypatch.setattr(rq, "tag_summaries", spy)
+    monkeypatch.setattr(rq, "tag_stats", spy)
     assert len(_ls_json(cli, root, "--where", "optim.lr < 3e-4 and model.layers > 2", "--sort", "optim.lr")) > 0
     assert seen == []
     got = _ls_json(cli, root, "--where", "optim.name = 'lion' and train/loss.min < 0.5 and seed < 250")
@@ -344,13 +344,13 @@ def test_a_usage_error_on_the_fast_path_reads_each_log_once(sweep, monkeypatch, 
 
     root, _specs = sweep
     seen: list[str] = []
-    real = rq.tag_summaries
+    real = rq.tag_stats
 
     def spy(run_dir, meta=None):
         seen.append(run_dir)
         return real(run_dir, meta)
 
-    monkeypatch.setattr(rq, "tag_summaries", spy)
+    monkeypatch.setattr(rq, "tag_stats", spy)
     with pytest.raises(SystemExit) as exit_:
         _fast(["ls", "--root", str(root), "--where", "optim.lrr < 1"])
     assert exit_.value.code == 2

@@ -1,6 +1,6 @@
 """One message for every output nb cannot write: ``error: cannot write PATH: REASON``,
 naming the user's path (never a temp file, never ``[Errno N]``), exit status 1, and no
-temp file left behind (nblog.reader.write_output / writing_to).
+temp file left behind (nblog.reader.lowlevel.write_output / writing_to).
 
 Root bypasses chmod, so the unwritable places are ones that stop root too: a folder
 where the file should go, a symlink to /dev/full (every write: ENOSPC), a read-only

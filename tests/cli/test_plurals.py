@@ -1,5 +1,5 @@
 """Counts in nb's messages read "1 row", "2 rows" (issue 22: "wrote 1 rows", "1 ranks"):
-every such message goes through nblog.reader.plural, checked on real nb processes and
+every such message goes through nblog.reader.lowlevel.plural, checked on real nb processes and
 by a scan of the sources for the hand-made forms it replaced."""
 
 from __future__ import annotations

@@ -131,19 +131,19 @@ def test_a_run_stopped_by_sigterm_lists_as_preempted_not_running_or_stale(tmp_pa
     means killed without a word); a requeue's new session is "running" again."""
     import time
 
-    from nblog.reader._runs.catalog import STALE_AFTER_S, run_summary
+    from nblog.reader._runs.catalog import STALE_AFTER_S, run_row
 
     root, proc = start_and_wait_ready(tmp_path)
     proc.send_signal(signal.SIGTERM)
     wait(proc, expect_rc=-signal.SIGTERM)
     run_dir = root / "sig" / "t-00000000"
     assert json.loads((run_dir / "run.json").read_text())["status"] == "running"
-    assert run_summary(str(run_dir))["status"] == "preempted"
-    assert run_summary(str(run_dir), now=time.time() + 10 * STALE_AFTER_S)["status"] == "preempted"
+    assert run_row(str(run_dir))["status"] == "preempted"
+    assert run_row(str(run_dir), now=time.time() + 10 * STALE_AFTER_S)["status"] == "preempted"
     run = nb.init("sig", run_id="t-00000000", root=str(root), resume="auto", system=False, _environ={})
-    assert run_summary(str(run_dir))["status"] == "running"
+    assert run_row(str(run_dir))["status"] == "running"
     run.finish()
-    assert run_summary(str(run_dir))["status"] == "finished"
+    assert run_row(str(run_dir))["status"] == "finished"
 
 
 def test_sigterm_flushes_before_a_user_handler_installed_earlier_runs(tmp_path):

@@ -24,8 +24,8 @@ import nblog
 from nblog.format import _format as F
 from nblog.format import _steps
 from nblog.format._steps import log_last_step
-from nblog.reader import read_header
 from nblog.reader._file.logfile import LogFile
+from nblog.reader.lowlevel import read_header
 from nblog.write._session import _log_record_summary
 
 N = 50

@@ -67,9 +67,9 @@ def test_rank_0_failure_in_a_with_block_reaches_run_json(root) -> None:
     assert (fail["rank"], fail["type"], fail["message"], fail["step"]) == (0, "KeyError", "'missing column'", 7)
     (f,) = nb.RunReader(run.dir).failures().to_dicts()
     assert f["type"] == "KeyError" and "raise KeyError" in f["traceback"]
-    from nblog.reader._runs.catalog import run_summary
+    from nblog.reader._runs.catalog import run_row
 
-    row = run_summary(run.dir)  # nb ls reads run.json only
+    row = run_row(run.dir)  # nb ls reads run.json only
     assert row["status"] == "failed" and row["failure"]["type"] == "KeyError"
 
 

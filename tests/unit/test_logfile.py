@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 
 import nblog as nb
 from nblog.format import _format as F
-from nblog.reader._file.logfile import LogFile, read_header
+from nblog.format._walk import read_header
+from nblog.reader._file.logfile import LogFile
 
 
 def session_frame(**extra):

@@ -10,8 +10,9 @@ import numpy as np
 
 import nblog as nb
 from nblog.format import _format as F
-from nblog.reader import RankFiles, RunReader, event_files, follow, ranks_with_logs, read_all
+from nblog.reader import RunReader
 from nblog.reader._file.logfile import LogFile
+from nblog.reader.lowlevel import RankFiles, event_files, follow, ranks_with_logs, read_all
 
 
 def points_frame(steps, tag=0):

@@ -1,8 +1,8 @@
-"""nblog.reader.plural: the one rule for a count in a message."""
+"""nblog.reader.lowlevel.plural: the one rule for a count in a message."""
 
 from __future__ import annotations
 
-from nblog.reader import plural
+from nblog.reader.lowlevel import plural
 
 
 def test_one_takes_the_singular_and_every_other_count_the_plural():

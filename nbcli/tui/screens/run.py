@@ -25,7 +25,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, RichLog, Static, TabbedContent, TabPane
 
-from nblog.reader import plural
+from nblog.reader.lowlevel import plural
 
 from ..events import RunEvents
 from ..messages import LoadDone, RunStatus, StatusReady, ViewReady

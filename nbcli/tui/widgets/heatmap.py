@@ -30,7 +30,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widgets import Static
 
-from nblog.reader import plural
+from nblog.reader.lowlevel import plural
 
 from ..text import clean
 

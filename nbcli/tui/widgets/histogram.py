@@ -17,7 +17,7 @@ import numpy as np
 from rich.text import Text
 from textual.widget import Widget
 
-from nblog.reader import plural
+from nblog.reader.lowlevel import plural
 
 from ..text import fmt_compact, lit
 

@@ -1,3 +1,3 @@
-"""Answers the CLI formats: what nb show and nb timers report, and how counts read.
+"""Answers the CLI formats: what nb show and nb timers report.
 
 Private: the public names are nblog.reader's and nblog.reader.lowlevel's."""

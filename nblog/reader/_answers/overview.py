@@ -7,25 +7,25 @@ never in the training loop. Imports numpy and polars (through the reader).
 
 from __future__ import annotations
 
-import math
 import os
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from ...format import _format as F
-from .._hang import hang_summary
-from .._runfiles.failures import failure_line, unended_line
+from .._file.select import tag_matcher
+from .._file.words import plural
+from .._runfiles.failures import failure_line, unended_line, unended_sessions
+from .._runfiles.hang import hang_summary
 from .._runfiles.media import pack_check
-from .._runfiles.progress import session_last_step, this_host, writer_alive
-from .._runs.catalog import run_summary
+from .._runfiles.progress import session_last_step
+from .._runfiles.provenance import provenance
+from .._runs.catalog import run_row
 from .._views.reader import RunReader
-from .._views.select import tag_matcher
-from .._views.stragglers import MIN_STEPS, StragglerRule, TimerFrames, straggler_frames
+from .._views.stragglers import MIN_STEPS, StragglerRule, timer_frames
 from .._views.tail import json_number
-from .words import plural
 
 if TYPE_CHECKING:
     import polars as pl
@@ -191,7 +191,7 @@ def overview(reader: RunReader, tags: str | Iterable[str] | None = None) -> dict
     """Everything ``nb show`` prints, as one JSON-able dict; ``tags`` (shell-style
     globs, None: all) selects the entries of ``tags``, nothing else.
 
-    Keys: run (the ``nb ls`` row of :func:`nblog.reader._runs.catalog.run_summary`, last step and
+    Keys: run (the ``nb ls`` row of :func:`nblog.reader._runs.catalog.run_row`, last step and
     status included: one definition, ``nblog.reader._runfiles.progress``), meta (the other
     ``run.json`` fields: launcher, job_id, job_id_source, run_id_source, hosts,
     nblog_version, format_version), config (the first session's), sessions (from
@@ -292,7 +292,7 @@ def overview(reader: RunReader, tags: str | Iterable[str] | None = None) -> dict
         m["system_tags"] = len(reader.tags(m["rank"], "system"))
         machines.append(m)
     keys = ("launcher", "job_id", "job_id_source", "run_id_source", "hosts", "nblog_version", "format_version")
-    run = run_summary(reader.dir)  # the nb ls row: its last step and status are every view's
+    run = run_row(reader.dir)  # the nb ls row: its last step and status are every view's
     return {
         "run": run,
         "meta": {k: meta.get(k) for k in keys},
@@ -306,7 +306,7 @@ def overview(reader: RunReader, tags: str | Iterable[str] | None = None) -> dict
         "problems": {k: problems.get(k, 0) for k in ("skipped_bytes", "pending_bytes", "unknown_frames",
                                                      "media_missing", "media_not_visible")},
         **incidents(reader, files, run["status"]),
-        "hang": hang_summary(reader.dir),  # the ranks' hang dumps (nblog.reader._hang), None: no stall
+        "hang": hang_summary(reader.dir),  # the ranks' hang dumps (nblog.reader._runfiles.hang), None: no stall
     }
 
 
@@ -318,39 +318,6 @@ def media_pack(reader: RunReader, rank: int) -> dict | None:
     Blob checksums are verified when blobs are read (``nb media -o``,
     :meth:`RunReader.image`)."""
     return pack_check(reader, rank)
-
-
-def timer_frames(
-    reader: RunReader,
-    tags: str | Iterable[str] | None = None,
-    *,
-    last_steps: int | None = None,
-    rule: StragglerRule | None = None,
-) -> TimerFrames | None:
-    """Timers across ranks as frames, the straggler rule applied: every rank's timer
-    points read once, the ranks that failed or died (:func:`failed_ranks` of the run's
-    files), :func:`~nblog.reader.straggler_frames`. What ``nb timers``, ``nb watch``,
-    ``nb report`` and :func:`timer_report` show.
-
-    Args:
-        tags: shell-style globs selecting timers (None: all).
-        last_steps: only each rank's last N steps of the timers selected.
-        rule: the straggler rule's parameters (default ``StragglerRule()``).
-
-    Returns:
-        :class:`~nblog.reader.TimerFrames`, or None when no timer (matching ``tags``)
-        was logged.
-    """
-    import polars as pl
-
-    points = reader.timers(None, all_ranks=True)  # one pass over every rank's files
-    if tags:
-        match = tag_matcher(tags)
-        names = sorted(t for t in points["tag"].unique().to_list() if match(t))
-        points = points.filter(pl.col("tag").is_in(names))
-    if not len(points):
-        return None
-    return straggler_frames(points, rule, failed=_failed_in(reader), last_steps=last_steps)
 
 
 def timer_report(
@@ -388,58 +355,6 @@ def timer_report(
     if frames is not None:
         out.update(ranks=frames.ranks.to_dicts(), timers=frames.timers.to_dicts(), cut=frames.cut.to_dicts())
     return out
-
-
-def failed_ranks(failures: Iterable[Mapping[str, Any]], sessions: Iterable[Mapping[str, Any]],
-                 status: str | None) -> list[tuple[int, int, int | None]]:
-    """Where ranks stopped, as the straggler rule takes it
-    (:func:`~nblog.reader.straggler_frames` ``failed=``).
-
-    Args:
-        failures: the run's failure events: rank, session, step (an int; a failure
-            with no step, before the first one, is left out), wall (unix seconds or
-            None).
-        sessions: every session file of every rank: rank, session, closed (its END
-            record was read), host, pid (of its header), last_wall (unix seconds of
-            its last record, or None).
-        status: the run's status as ``run.json`` has it.
-
-    Returns:
-        ``(rank, session, step)`` of each failure and ``(rank, session, None)`` of
-        each session that ended without an END record by the rule of
-        :func:`incidents` (the run is over, the rank has a later session, or another
-        rank closed the same session, unless its process is alive on this machine),
-        earliest first (a failure by its time, a dead session by its last record;
-        unknown times last): where several stopped at one step, the rule names the
-        first, the rank the others waited for.
-    """
-    found: list[tuple[object, tuple[int, int, int | None]]] = [
-        (f.get("wall"), (f["rank"], f["session"], f["step"])) for f in failures
-        if isinstance(f.get("step"), int) and not isinstance(f.get("step"), bool)]
-    found += [(f.get("last_wall"), (f["rank"], f["session"], None))
-              for f in _unended_files([dict(f) for f in sessions], status)]
-
-    def when(item: tuple[object, tuple]) -> tuple[bool, float]:
-        w = item[0]
-        known = isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w)
-        return (not known, float(w) if known else 0.0)  # type: ignore[arg-type]  # a number when known
-
-    return [where for _w, where in sorted(found, key=when)]
-
-
-def _failed_in(reader: RunReader) -> list[tuple[int, int, int | None]]:
-    """:func:`failed_ranks` of the rank files ``reader`` has read (after
-    ``timers(all_ranks=True)``: every rank, without listing the folder again)."""
-    failures, sessions = [], []
-    for r in reader._files.ranks():
-        for s, lf in reader._rank_files(r):
-            start = lf.header.get("wall_start")
-            last = start + lf.max_ms / 1000.0 if isinstance(start, (int, float)) and not isinstance(start, bool) else None
-            sessions.append({"rank": r, "session": s, "closed": lf.end is not None, "host": lf.header.get("host"),
-                             "pid": lf.header.get("pid"), "last_wall": last})
-            failures += [{"rank": r, "session": s, "step": ev.get("step"), "wall": ev.get("wall")}
-                         for ev in lf.events if ev.get("kind") == "failure"]
-    return failed_ranks(failures, sessions, reader.meta.get("status"))
 
 
 #: Text lines of a failure's traceback that ``nb show`` prints (``--json`` has it whole).
@@ -480,7 +395,7 @@ def incidents(reader: RunReader, files: list[dict] | None = None, status: str | 
     first = now[0] if now else None
     after = len({e["rank"] for e in now[1:] if e["rank"] != first["rank"]}) if first else 0
     unended = []
-    for f in _unended_files(files, status):
+    for f in unended_sessions(files, status):
         wall0, dur = f.get("wall_start"), f.get("duration_s")
         last = wall0 + dur if isinstance(wall0, (int, float)) and isinstance(dur, (int, float)) else None
         unended.append({"rank": f["rank"], "session": f["session"], "host": f.get("host"),
@@ -506,68 +421,6 @@ def incidents(reader: RunReader, files: list[dict] | None = None, status: str | 
         "alerts": alerts,
         "provenance": provenance(reader.dir),
     }
-
-
-def _unended_files(files: list[dict], status: str | None) -> list[dict]:
-    """The sessions of ``files`` (dicts with rank, session, closed, host, pid, and
-    wall_start and duration_s or last_wall) that ended without an END record: not
-    closed, and the run is not running (its status is known and not "running"), or the
-    rank has a later session, or another rank's same session is closed while this
-    one's writer is not alive (:func:`~nblog.reader.writer_alive`, the one rule)."""
-    latest: dict[int, int] = {}
-    closed_sessions: set[int] = set()
-    for f in files:
-        latest[f["rank"]] = max(latest.get(f["rank"], -1), f["session"])
-        if f["closed"]:
-            closed_sessions.add(f["session"])
-    dead = status not in ("running", None)
-    here = None if dead else this_host()
-    out = []
-    for f in files:
-        if f["closed"]:
-            continue
-        wall0, dur = f.get("wall_start"), f.get("duration_s")
-        last = f.get("last_wall")
-        if last is None and isinstance(wall0, (int, float)) and isinstance(dur, (int, float)):
-            last = wall0 + dur
-        if dead or f["session"] < latest[f["rank"]] or (
-                f["session"] in closed_sessions and not writer_alive(f.get("host"), f.get("pid"), wall0, last, here=here)):
-            out.append(f)
-    return out
-
-
-#: A provenance file larger than this is not read (they are tens of KiB).
-MAX_PROVENANCE_BYTES = 16 << 20
-
-
-def provenance(run_dir: str) -> list[dict]:
-    """The provenance records of a run (``provenance.r<rank>.s<session>.json``), by rank
-    then session, each with ``file`` added; a file that is not a JSON object is skipped."""
-    from ...format._filenames import parse_provenance_file_name
-    from ...format._runfile import read_json_file
-
-    try:
-        names = os.listdir(run_dir)
-    except OSError:
-        return []
-    out = []
-    for name in names:
-        rs = parse_provenance_file_name(name)
-        if rs is None:
-            continue
-        path = os.path.join(run_dir, name)
-        try:
-            if os.stat(path).st_size > MAX_PROVENANCE_BYTES:
-                continue
-        except OSError:
-            continue
-        obj, _st = read_json_file(path)
-        if obj is None:
-            continue
-        obj["rank"], obj["session"], obj["file"] = rs[0], rs[1], name
-        out.append(obj)
-    out.sort(key=lambda o: (o["rank"], o["session"]))
-    return out
 
 
 def provenance_lines(records: list[dict]) -> list[tuple[str, str]]:

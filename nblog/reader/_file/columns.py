@@ -30,9 +30,9 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from ...format import _format as F
-from .._views.select import tag_set
 from .ipc import ipc_stream
 from .logfile import _Columns
+from .select import tag_set
 
 if TYPE_CHECKING:
     from .._views.reader import RunReader

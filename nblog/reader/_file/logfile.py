@@ -49,8 +49,7 @@ from ...format import _format as F
 from ...format import _walk as W
 from ...format._filenames import parse_event_file_name
 from ...format._runfile import open_regular
-from ...format._walk import read_header  # noqa: F401  (its old home: nblog.reader.read_header is W's)
-from .._answers.words import plural
+from .words import plural
 from .wrap import unwrap_ms, unwrap_ms_array
 
 TYPE_CHECKING = False  # numpy is imported where points are asked for, typing never

@@ -30,7 +30,7 @@ from ... import _log as log
 from ..._errors import RunNotFoundError
 from ...format._filenames import parse_console_file_name
 from ...format._runfile import open_regular
-from .._runs.catalog import resolve_run
+from .locate import resolve_run
 from .rankfiles import follow
 
 _BLOCK = 1 << 16  # bytes read at a time

@@ -1,6 +1,8 @@
 """The first failure of a run, named from every rank's files: failure marks and the
-lines ``nb ls``, ``nb show``, ``nb report`` and ``nb watch`` print. Standard library
-only: ``nb ls`` imports it.
+lines ``nb ls``, ``nb show``, ``nb report`` and ``nb watch`` print; and where ranks
+stopped (:func:`failed_ranks`: failures and sessions that ended without an END record,
+:func:`unended_sessions`), as ``nb show`` and the straggler rule's cut take it. Standard
+library only: ``nb ls`` imports it.
 
 A rank that records an uncaught exception (in the main thread or another one) writes,
 besides the failure event in its own event log, a failure mark
@@ -15,12 +17,15 @@ it reads anyway, and opens the marks of the latest session only.
 from __future__ import annotations
 
 import json
+import math
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ...format._filenames import parse_failure_file_name
 from ...format._runfile import open_regular
-from .._answers.words import plural
+from .._file.words import plural
+from .progress import this_host, writer_alive
 
 #: Bytes of a failure mark read at most (they are a few hundred).
 MAX_MARK_BYTES = 64 << 10
@@ -108,4 +113,71 @@ def first_failure(marks: list[dict]) -> tuple[dict | None, int]:
     return first, len({m["rank"] for m in marks[1:] if m["rank"] != first["rank"]})
 
 
-__all__ = ["MAX_MARK_BYTES", "failure_line", "first_failure", "read_marks", "unended_line"]
+def failed_ranks(failures: Iterable[Mapping[str, Any]], sessions: Iterable[Mapping[str, Any]],
+                 status: str | None) -> list[tuple[int, int, int | None]]:
+    """Where ranks stopped, as the straggler rule takes it
+    (:func:`~nblog.reader.straggler_frames` ``failed=``).
+
+    Args:
+        failures: the run's failure events: rank, session, step (an int; a failure
+            with no step, before the first one, is left out), wall (unix seconds or
+            None).
+        sessions: every session file of every rank: rank, session, closed (its END
+            record was read), host, pid (of its header), last_wall (unix seconds of
+            its last record, or None).
+        status: the run's status as ``run.json`` has it.
+
+    Returns:
+        ``(rank, session, step)`` of each failure and ``(rank, session, None)`` of
+        each session that ended without an END record by the rule of
+        :func:`unended_sessions` (the run is over, the rank has a later session, or another
+        rank closed the same session, unless its process is alive on this machine),
+        earliest first (a failure by its time, a dead session by its last record;
+        unknown times last): where several stopped at one step, the rule names the
+        first, the rank the others waited for.
+    """
+    found: list[tuple[object, tuple[int, int, int | None]]] = [
+        (f.get("wall"), (f["rank"], f["session"], f["step"])) for f in failures
+        if isinstance(f.get("step"), int) and not isinstance(f.get("step"), bool)]
+    found += [(f.get("last_wall"), (f["rank"], f["session"], None))
+              for f in unended_sessions([dict(f) for f in sessions], status)]
+
+    def when(item: tuple[object, tuple]) -> tuple[bool, float]:
+        w = item[0]
+        known = isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w)
+        return (not known, float(w) if known else 0.0)  # type: ignore[arg-type]  # a number when known
+
+    return [where for _w, where in sorted(found, key=when)]
+
+
+def unended_sessions(files: list[dict], status: str | None) -> list[dict]:
+    """The sessions of ``files`` (dicts with rank, session, closed, host, pid, and
+    wall_start and duration_s or last_wall) that ended without an END record: not
+    closed, and the run is not running (its status is known and not "running"), or the
+    rank has a later session, or another rank's same session is closed while this
+    one's writer is not alive (:func:`~nblog.reader.writer_alive`, the one rule)."""
+    latest: dict[int, int] = {}
+    closed_sessions: set[int] = set()
+    for f in files:
+        latest[f["rank"]] = max(latest.get(f["rank"], -1), f["session"])
+        if f["closed"]:
+            closed_sessions.add(f["session"])
+    dead = status not in ("running", None)
+    here = None if dead else this_host()
+    out = []
+    for f in files:
+        if f["closed"]:
+            continue
+        wall0, dur = f.get("wall_start"), f.get("duration_s")
+        last = f.get("last_wall")
+        if last is None and isinstance(wall0, (int, float)) and isinstance(dur, (int, float)):
+            last = wall0 + dur
+        if dead or f["session"] < latest[f["rank"]] or (
+                f["session"] in closed_sessions and not writer_alive(f.get("host"), f.get("pid"), wall0, last, here=here)):
+            out.append(f)
+    return out
+
+
+
+__all__ = ["MAX_MARK_BYTES", "failed_ranks", "failure_line", "first_failure", "read_marks", "unended_line",
+           "unended_sessions"]

@@ -24,7 +24,7 @@ from ...format import _pack as P
 from ...format._filenames import pack_file_name, parse_pack_file_name, session_pack_file_name
 from ...format._runfile import open_regular
 from ...media._media_encode import decode_histogram
-from .._views.select import tag_set as _as_tags
+from .._file.select import tag_set as _as_tags
 
 if TYPE_CHECKING:
     from PIL import Image

@@ -14,7 +14,8 @@ log's header) runs on this machine: alive while a process of that pid exists, is
 zombie and did not start after the session (a pid used again); on another machine:
 alive while its files were written within :data:`STALE_AFTER_S` seconds (a live writer
 writes at least a heartbeat every 60 s). A run that run.json calls "running" whose
-latest session's writer is not alive is "stale".
+latest session's writer is not alive is "stale" (:func:`run_status`: the status every
+view shows).
 """
 
 from __future__ import annotations
@@ -100,6 +101,67 @@ def writer_alive(host: object, pid: object, started: object = None, last_write: 
     return (time.time() if now is None else now) - last_write <= stale_after
 
 
+def run_status(meta: Mapping, last_write: float | None, now: float | None = None,
+               stale_after: float = STALE_AFTER_S, here: str | None = None) -> str:
+    """A run's status as ``nb ls``, ``nb show``, ``nb report`` and the TUI show it.
+
+    Args:
+        meta: the parsed run.json (``{}`` when missing or unreadable).
+        last_write: the newest modification time of the run's files (unix seconds),
+            or None/0 when unknown.
+        now: the time to judge by (unix seconds; default: now).
+        stale_after: seconds without a write after which the writer of a run on
+            another machine counts as gone.
+        here: this machine's name (default: :func:`this_host`).
+
+    Returns:
+        run.json's ``status`` ("running", "finished", "failed"; "unknown" when it has
+        none), except for a run still marked "running": "preempted" when its last
+        session has ended (an ``end`` recorded, as on SIGTERM: the job is expected to
+        be requeued), else "stale" when the process of its latest session is not alive
+        (:func:`writer_alive`: on this machine, its pid; elsewhere,
+        no write for ``stale_after`` seconds): killed without a chance to say so.
+    """
+    if not isinstance(meta, Mapping):
+        return "unknown"
+    status = base_status(meta)
+    if status == "running":
+        host, pid, start = session_writer(meta.get("sessions"))
+        if not writer_alive(host, pid, start, last_write, now, stale_after, here):
+            return "stale"
+    return status
+
+
+def session_writer(sessions: object) -> list:
+    """``[host, pid, start]`` of the latest of run.json's ``sessions`` (rank 0's
+    process), each None when unknown."""
+    entries = [s for s in sessions if isinstance(s, dict)] if isinstance(sessions, list) else []
+    if not entries:
+        return [None, None, None]
+    last = max(entries, key=lambda s: s["session"] if s.get("session").__class__ is int else -1)
+    host, pid, start = last.get("host"), last.get("pid"), last.get("start")
+    return [host if isinstance(host, str) else None,
+            pid if pid.__class__ is int else None,
+            start if isinstance(start, (int, float)) and not isinstance(start, bool) else None]
+
+
+def base_status(meta: Mapping) -> str:
+    """:func:`run_status` as far as run.json alone tells it ("running" may still turn
+    out "stale" by the files' modification times)."""
+    status = meta.get("status")
+    if not isinstance(status, str) or not status:
+        return "unknown"
+    if status != "running":
+        return status
+    sessions = [s for s in meta.get("sessions") or [] if isinstance(s, dict)]
+    if sessions:
+        last = max(sessions, key=lambda s: s["session"] if s.get("session").__class__ is int else -1)
+        end = last.get("end")
+        if isinstance(end, (int, float)) and not isinstance(end, bool):
+            return "preempted"
+    return status
+
+
 def session_last_step(recorded: int | None, logged: int | None) -> int | None:
     """A session's last step: the higher of what run.json recorded for it and the
     highest step its event log holds (either may be None: unknown)."""
@@ -123,5 +185,6 @@ def session_steps(run_dir: str, sessions: object) -> dict[int, int | None]:
     return out
 
 
-__all__ = ["STALE_AFTER_S", "higher", "latest_step", "log_last_step", "process_alive", "rank_last_step", "recorded_steps",
-           "session_last_step", "session_steps", "this_host", "writer_alive"]
+__all__ = ["STALE_AFTER_S", "base_status", "higher", "latest_step", "log_last_step", "process_alive", "rank_last_step",
+           "recorded_steps", "run_status", "session_last_step", "session_steps", "session_writer", "this_host",
+           "writer_alive"]

@@ -1,4 +1,5 @@
-"""Finding runs under a root: resolve a RUN argument, list runs for ``nb ls``.
+"""Runs under a root: list them for ``nb ls`` (a row each), find the latest of a project.
+A RUN argument is resolved to one folder by ``nblog.reader._runfiles.locate``.
 
 Listing reads ``run.json`` and file sizes and modification times, so it stays fast on
 thousands of runs. Event contents are read only where run.json may be behind the logs
@@ -10,13 +11,10 @@ listing cache keeps what was read, by the log's size and modification time.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 
-from ..._errors import AmbiguousRunError, RunNotFoundError
 from ...format._filenames import (
     EVENTS_PREFIX,
     FAILURE_PREFIX,
@@ -25,90 +23,23 @@ from ...format._filenames import (
     parse_event_file_name,
 )
 from ...format._runfile import read_json_file
-from .._runfiles.progress import STALE_AFTER_S, log_last_step, this_host, writer_alive
+from .._file.gcpause import paused_gc
+from .._runfiles.locate import default_root
+from .._runfiles.progress import (
+    STALE_AFTER_S,
+    base_status,
+    log_last_step,
+    session_writer,
+    this_host,
+    writer_alive,
+)
 from .listing_cache import ListingCache
 
 
-def default_root(env: Mapping[str, str] | None = None) -> str:
-    """The root folder: ``$NB_DIR``, else ``./nb_runs``."""
-    env = os.environ if env is None else env
-    return env.get("NB_DIR") or "nb_runs"
-
-
-def _is_run_dir(path: str) -> bool:
-    if os.path.isfile(os.path.join(path, RUN_JSON)):
-        return True
-    try:
-        return any(parse_event_file_name(n) for n in os.listdir(path))
-    except OSError:
-        return False
-
-
-def _has_control(s: str) -> bool:
-    return any(ord(c) < 32 or 127 <= ord(c) < 160 for c in s)
-
-
-def resolve_run(query: str | os.PathLike, root: str | os.PathLike | None = None) -> str:
-    """Return the folder of the run ``query`` names.
-
-    ``query`` is a path to a run folder, a run id, ``project/run id``, or a unique
-    prefix of a run id, searched in ``<root>/*/``.
-
-    Raises:
-        RunNotFoundError: nothing matches (the message says where it looked).
-        AmbiguousRunError: a prefix matches several runs (``.candidates``).
-    """
-    q = os.fspath(query)
-    root = os.fspath(root) if root is not None else default_root()
-    if not q or "\0" in q or _has_control(q):
-        raise RunNotFoundError(q, root)
-    if os.path.isdir(q) and _is_run_dir(q):
-        return os.path.abspath(q)
-    parts = q.split("/")
-    if os.path.isabs(q) or ".." in parts or "\\" in q or len(parts) > 2 or "" in parts:
-        raise RunNotFoundError(q, root)
-    if len(parts) == 2:
-        path = os.path.join(root, parts[0], parts[1])
-        if os.path.isdir(path) and _is_run_dir(path):
-            return os.path.abspath(path)
-        project_dirs = [parts[0]]
-        q = parts[1]
-    else:
-        try:
-            project_dirs = sorted(os.listdir(root))
-        except OSError:
-            raise RunNotFoundError(q, os.path.abspath(root)) from None
-    # The direct path of the id in each project first: a network file system may list
-    # a folder from a cache that does not show a run created a moment ago elsewhere,
-    # while a lookup of the name itself is answered by the server.
-    exact = [p for p in (os.path.join(root, project, q) for project in project_dirs)
-             if q != "." and os.path.isdir(p) and _is_run_dir(p)]
-    if exact:
-        project_dirs = []
-    prefix = []
-    for project in project_dirs:
-        pdir = os.path.join(root, project)
-        try:
-            names = os.listdir(pdir)
-        except OSError:
-            continue
-        for name in names:
-            if name == q or name.startswith(q):
-                path = os.path.join(pdir, name)
-                if name != q and os.path.isdir(path) and _is_run_dir(path):
-                    prefix.append(path)
-    found = exact or prefix
-    if not found:
-        raise RunNotFoundError(q, os.path.abspath(root))
-    if len(found) > 1:
-        raise AmbiguousRunError(q, sorted(f"{os.path.basename(os.path.dirname(p))}/{os.path.basename(p)}" for p in found))
-    return os.path.abspath(found[0])
-
-
-def run_summary(run_dir: str, now: float | None = None, stale_after: float = STALE_AFTER_S) -> dict:
+def run_row(run_dir: str, now: float | None = None, stale_after: float = STALE_AFTER_S) -> dict:
     """One row of ``nb ls`` for ``run_dir``, from run.json and file metadata only.
 
-    Keys: id, project, name, status (:func:`run_status`: running / finished / failed /
+    Keys: id, project, name, status (:func:`~nblog.reader._runfiles.progress.run_status`: running / finished / failed /
     preempted / stale / unknown), ranks
     (ranks with event logs), world_size, sessions, last_step (the run's last step,
     ``nblog.reader._runfiles.progress``: rank 0's latest session that logged one, the higher of
@@ -130,71 +61,10 @@ def run_summary(run_dir: str, now: float | None = None, stale_after: float = STA
     return row
 
 
-def run_status(meta: Mapping, last_write: float | None, now: float | None = None,
-               stale_after: float = STALE_AFTER_S, here: str | None = None) -> str:
-    """A run's status as ``nb ls``, ``nb show``, ``nb report`` and the TUI show it.
-
-    Args:
-        meta: the parsed run.json (``{}`` when missing or unreadable).
-        last_write: the newest modification time of the run's files (unix seconds),
-            or None/0 when unknown.
-        now: the time to judge by (unix seconds; default: now).
-        stale_after: seconds without a write after which the writer of a run on
-            another machine counts as gone.
-        here: this machine's name (default: ``nblog.reader._runfiles.progress.this_host``).
-
-    Returns:
-        run.json's ``status`` ("running", "finished", "failed"; "unknown" when it has
-        none), except for a run still marked "running": "preempted" when its last
-        session has ended (an ``end`` recorded, as on SIGTERM: the job is expected to
-        be requeued), else "stale" when the process of its latest session is not alive
-        (``nblog.reader._runfiles.progress.writer_alive``: on this machine, its pid; elsewhere,
-        no write for ``stale_after`` seconds): killed without a chance to say so.
-    """
-    if not isinstance(meta, Mapping):
-        return "unknown"
-    status = _base_status(meta)
-    if status == "running":
-        host, pid, start = _writer(meta.get("sessions"))
-        if not writer_alive(host, pid, start, last_write, now, stale_after, here):
-            return "stale"
-    return status
-
-
-def _writer(sessions: object) -> list:
-    """``[host, pid, start]`` of the latest of run.json's ``sessions`` (rank 0's
-    process), each None when unknown."""
-    entries = [s for s in sessions if isinstance(s, dict)] if isinstance(sessions, list) else []
-    if not entries:
-        return [None, None, None]
-    last = max(entries, key=lambda s: s["session"] if s.get("session").__class__ is int else -1)
-    host, pid, start = last.get("host"), last.get("pid"), last.get("start")
-    return [host if isinstance(host, str) else None,
-            pid if pid.__class__ is int else None,
-            start if isinstance(start, (int, float)) and not isinstance(start, bool) else None]
-
-
-def _base_status(meta: Mapping) -> str:
-    """:func:`run_status` as far as run.json alone tells it ("running" may still turn
-    out "stale" by the files' modification times)."""
-    status = meta.get("status")
-    if not isinstance(status, str) or not status:
-        return "unknown"
-    if status != "running":
-        return status
-    sessions = [s for s in meta.get("sessions") or [] if isinstance(s, dict)]
-    if sessions:
-        last = max(sessions, key=lambda s: s["session"] if s.get("session").__class__ is int else -1)
-        end = last.get("end")
-        if isinstance(end, (int, float)) and not isinstance(end, bool):
-            return "preempted"
-    return status
-
-
 def run_info(meta: Mapping) -> list:
     """What a row of ``nb ls`` takes from a parsed run.json, as a list in the order of
     :data:`nblog.reader._runs.listing_cache.INFO` (what the listing cache keeps): name,
-    created, world_size, sessions (how many), status (:func:`_base_status`), closed_s
+    created, world_size, sessions (how many), status (:func:`~nblog.reader._runfiles.progress.base_status`), closed_s
     (active seconds of the sessions whose end does not depend on the files), open_start
     (start of a last session still open: it lasts until the last write), last_step
     (of the latest session that recorded one), last_step_updated, failure (the latest
@@ -229,15 +99,15 @@ def run_info(meta: Mapping) -> list:
             step_session = s["session"] if s.get("session").__class__ is int else None
             step_ended = isinstance(end, (int, float))
     numbers = [s["session"] for s in sessions if isinstance(s, dict) and s.get("session").__class__ is int]
-    return [meta.get("name"), meta.get("created"), meta.get("world_size"), len(sessions), _base_status(meta),
+    return [meta.get("name"), meta.get("created"), meta.get("world_size"), len(sessions), base_status(meta),
             closed, open_start, last_step, last_step_updated, _failure(sessions), max(numbers) if numbers else None,
-            step_session, step_ended, _writer(sessions)]
+            step_session, step_ended, session_writer(sessions)]
 
 
 def _summary(run_dir: str, now: float, stale_after: float, only_runs: bool, metas: list | None = None,
              cache: ListingCache | None = None, where: tuple[str, str] | None = None,
              here: str | None = None) -> dict | None:
-    """:func:`run_summary` of an absolute path; None if ``only_runs`` and it holds
+    """:func:`run_row` of an absolute path; None if ``only_runs`` and it holds
     neither run.json nor an event log. One directory listing, one stat per event log
     or media file, and run.json opened once (its stat taken from the open file); the
     end of rank 0's latest event log only where run.json may be behind it
@@ -451,7 +321,7 @@ _NO_FAILURE = {"failure": None, "failed_after": 0, "failure_line": None, "_marke
 
 
 def list_runs(root: str | os.PathLike | None = None, project: str | None = None) -> list[dict]:
-    """Summaries (:func:`run_summary`) of every run under ``root``, newest first."""
+    """Summaries (:func:`run_row`) of every run under ``root``, newest first."""
     with paused_gc():
         rows = _rows(root, project, None)
         rows.sort(key=lambda r: (r["started"] or 0.0, r["id"]), reverse=True)
@@ -543,21 +413,6 @@ def _rows(root: str | os.PathLike | None, project: str | None, metas: list | Non
     except OSError:
         return []
     return _listed(root, projects, project is None, metas)
-
-
-@contextlib.contextmanager
-def paused_gc() -> Iterator[None]:
-    """No cyclic garbage collection inside (restored after, unless it was off before):
-    listing 20,000 runs makes hundreds of thousands of small lists and dicts, none of
-    them in a cycle, and the collector scanning them again and again costs a tenth of
-    ``nb ls``, a fifth of ``nb ls --where``."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def _listed(root: str, projects: list[str], complete: bool, metas: list | None) -> list[dict]:

@@ -32,8 +32,8 @@ from ...format._walk import read_header
 from .._runfiles.progress import session_steps
 from .._runfiles.rankfiles import event_files
 from .._views.reader import RunReader
-from .._views.tag_stats import tag_summaries
-from .catalog import run_summary
+from .._views.tag_stats import tag_stats
+from .catalog import run_row
 from .query import flat_config
 
 _ABSENT = object()
@@ -169,7 +169,7 @@ def _code(run_dir: str) -> tuple[dict | None, dict]:
     import shlex
 
     from ...format._runfile import open_regular
-    from .._answers.overview import provenance
+    from .._runfiles.provenance import provenance
 
     records = [p for p in provenance(run_dir) if p.get("rank") == 0 and isinstance(p.get("session"), int)]
     rec = max(records, key=lambda p: p["session"]) if records else None
@@ -254,7 +254,7 @@ def diff_runs(runs: Sequence[str], root: str | None = None) -> dict:
     if len(runs) < 2:
         raise ValueError("nb diff needs at least two runs")
     readers = [RunReader(r, root) for r in runs]
-    rows = [run_summary(r.dir) for r in readers]
+    rows = [run_row(r.dir) for r in readers]
     metas = [r.meta for r in readers]
     counted = False
 
@@ -290,7 +290,7 @@ def diff_runs(runs: Sequence[str], root: str | None = None) -> dict:
             fields.append({"session": n, "field": key, "label": name, "values": vals, "differs": differs,
                            "counted": count})
 
-    sums = [tag_summaries(r.dir, m) for r, m in zip(readers, metas, strict=True)]
+    sums = [tag_stats(r.dir, m) for r, m in zip(readers, metas, strict=True)]
     all_tags = sorted(set().union(*sums))
     common, only = [], []
     for tag in all_tags:

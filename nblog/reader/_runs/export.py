@@ -25,8 +25,8 @@ import polars as pl
 from ...format import _format as F
 from ...format._filesafety import write_atomic
 from ...format._format import json_number
+from .._file.select import tag_matcher
 from .._views.reader import RunReader
-from .._views.select import tag_matcher
 from .catalog import list_runs
 
 #: Kinds of frames ``nb export`` writes → the reader's tag kind.

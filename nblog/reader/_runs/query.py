@@ -16,7 +16,7 @@ A key is, in this order of precedence:
   means the config key, whatever the fields are called;
 - a scalar tag of rank 0: ``TAG`` is its last value, ``TAG.last``, ``TAG.step``
   (the step of the last value), ``TAG.min`` and ``TAG.max`` its statistics
-  (:func:`nblog.reader._views.tag_stats.tag_summaries`: from run.json's ``summary``, else from the
+  (:func:`nblog.reader._views.tag_stats.tag_stats`: from run.json's ``summary``, else from the
   event logs).
 
 Only the columns a query names are built, and tag statistics are read only for the
@@ -33,8 +33,8 @@ from collections.abc import Iterable, Sequence
 
 import polars as pl
 
-from .._views.tag_stats import SUMMARY_STATS, tag_summaries
-from .catalog import paused_gc
+from .._file.gcpause import paused_gc
+from .._views.tag_stats import SUMMARY_STATS, tag_stats
 
 #: The fields of an ``nb ls`` row a query can name; ``duration`` is ``duration_s``.
 FIELDS = ("id", "project", "name", "status", "ranks", "world_size", "sessions", "last_step",
@@ -204,7 +204,7 @@ class RunsTable:
         row, meta = self.pairs[i]
         got = self.summaries_read.get(row["path"])
         if got is None:
-            got = self.summaries_read[row["path"]] = tag_summaries(row["path"], meta)
+            got = self.summaries_read[row["path"]] = tag_stats(row["path"], meta)
         return got
 
     def value(self, i: int, key: str) -> object:
@@ -276,7 +276,7 @@ def _evaluate(frame: pl.DataFrame, expr: pl.Expr, option: str, text: str) -> pl.
                          "(JSON text)") from None
 
 
-def select(
+def select_runs(
     table: RunsTable, where: str | None = None, sort: str | None = None, desc: bool = False,
     keys: Sequence[str] = (),
 ) -> list[int]:
@@ -321,7 +321,7 @@ def _select(table: RunsTable, where: str | None, sort: str | None, desc: bool, k
     return rows
 
 
-def groups(
+def group_runs(
     table: RunsTable, rows: Sequence[int], key: str, values: Sequence[str] = (), sort: str | None = None,
     desc: bool = False,
 ) -> list[dict]:
@@ -363,5 +363,5 @@ def groups(
     return out
 
 
-__all__ = ["FIELDS", "QueryError", "RunsTable", "config_value", "flat_config", "groups", "parse_where",
-           "quote_keys", "select"]
+__all__ = ["FIELDS", "QueryError", "RunsTable", "config_value", "flat_config", "group_runs", "parse_where",
+           "quote_keys", "select_runs"]

@@ -23,10 +23,11 @@ import polars as pl
 from ...format import _format as F
 from ...format._names import check_name
 from ...format._runfile import read_run_json_retrying
+from .._file.gcpause import paused_gc
 from .._file.logfile import LogFile, _unwrap, damage_record
+from .._file.select import tag_set as _as_tags
+from .._runfiles.locate import resolve_run
 from .._runfiles.rankfiles import KIND_CODES, RankFiles, active_offsets, hide_thresholds, read_all
-from .._runs.catalog import paused_gc, resolve_run
-from .select import tag_set as _as_tags
 
 if TYPE_CHECKING:
     import numpy as np

@@ -13,7 +13,7 @@ The rule, per timer, with the defaults of :class:`StragglerRule`:
    step S) or died (its log ended without an END record; S is its last timed step
    there), no rank's points at steps >= S count: ranks blocked in a collective on a
    dead rank time the wait, not their own work. The failures come from the caller
-   (:func:`~nblog.reader.failed_ranks`); what was cut is returned (``cut``).
+   (:func:`~nblog.reader.lowlevel.failed_ranks`); what was cut is returned (``cut``).
 3. **Per rank, a statistic one slow step cannot move**: the rank's durations per step
    (a timer's occurrences at one step add up) and their *lower median*: the middle
    value, of an even count the lower of the two middle ones (of two steps, the faster).
@@ -27,6 +27,9 @@ The rule, per timer, with the defaults of :class:`StragglerRule`:
 
 The **slowest** rank is the judged rank with the highest lower median (the lowest rank
 of equal ones); the **spread** is its lower median over the reference.
+
+:func:`timer_frames` applies the rule to a run: every rank's timer points read once, the
+ranks that failed or died from the same files (:func:`~nblog.reader.lowlevel.failed_ranks`).
 
 Beside the rule, :func:`straggler_frames` gives each rank's descriptive statistics of
 every occurrence in the window (count, mean, p50, p95, max, total: warm-up and cut
@@ -42,8 +45,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
+from .._file.select import tag_matcher
+from .._runfiles.failures import failed_ranks
+
 if TYPE_CHECKING:
     import polars as pl
+
+    from .reader import RunReader
 
 #: Default ``threshold``: a straggler's lower median is at least this many times the reference.
 STRAGGLER_SPREAD = 1.2
@@ -114,7 +122,7 @@ def straggler_frames(points: pl.DataFrame, rule: StragglerRule | None = None, *,
         failed: where ranks stopped: ``(rank, session, step)`` of a failure at
             ``step``, or ``(rank, session, None)`` for a session that ended without
             an END record (its last step in ``points`` counts), earliest first (of
-            equal steps, ``cut`` names the first); see :func:`~nblog.reader.failed_ranks`.
+            equal steps, ``cut`` names the first); see :func:`~nblog.reader.lowlevel.failed_ranks`.
         last_steps: only each rank's last N steps (the highest step of any timer of
             ``points`` on that rank, minus N, exclusive), as
             :meth:`~nblog.reader.RunReader.timer_stats`; the warm-up is still taken
@@ -255,5 +263,54 @@ def timer_stats_of(points: pl.DataFrame, last_steps: int | None = None) -> pl.Da
     return df.group_by("tag", "rank").agg(*_stat_exprs()).sort("tag", "rank")
 
 
+def timer_frames(
+    reader: RunReader,
+    tags: str | Iterable[str] | None = None,
+    *,
+    last_steps: int | None = None,
+    rule: StragglerRule | None = None,
+) -> TimerFrames | None:
+    """Timers across ranks as frames, the straggler rule applied: every rank's timer
+    points read once, the ranks that failed or died (:func:`failed_ranks` of the run's
+    files), :func:`~nblog.reader.straggler_frames`. What ``nb timers``, ``nb watch``,
+    ``nb report`` and :func:`timer_report` show.
+
+    Args:
+        tags: shell-style globs selecting timers (None: all).
+        last_steps: only each rank's last N steps of the timers selected.
+        rule: the straggler rule's parameters (default ``StragglerRule()``).
+
+    Returns:
+        :class:`~nblog.reader.TimerFrames`, or None when no timer (matching ``tags``)
+        was logged.
+    """
+    import polars as pl
+
+    points = reader.timers(None, all_ranks=True)  # one pass over every rank's files
+    if tags:
+        match = tag_matcher(tags)
+        names = sorted(t for t in points["tag"].unique().to_list() if match(t))
+        points = points.filter(pl.col("tag").is_in(names))
+    if not len(points):
+        return None
+    return straggler_frames(points, rule, failed=_failed_in(reader), last_steps=last_steps)
+
+
+def _failed_in(reader: RunReader) -> list[tuple[int, int, int | None]]:
+    """:func:`failed_ranks` of the rank files ``reader`` has read (after
+    ``timers(all_ranks=True)``: every rank, without listing the folder again)."""
+    failures, sessions = [], []
+    for r in reader._files.ranks():
+        for s, lf in reader._rank_files(r):
+            start = lf.header.get("wall_start")
+            last = start + lf.max_ms / 1000.0 if isinstance(start, (int, float)) and not isinstance(start, bool) else None
+            sessions.append({"rank": r, "session": s, "closed": lf.end is not None, "host": lf.header.get("host"),
+                             "pid": lf.header.get("pid"), "last_wall": last})
+            failures += [{"rank": r, "session": s, "step": ev.get("step"), "wall": ev.get("wall")}
+                         for ev in lf.events if ev.get("kind") == "failure"]
+    return failed_ranks(failures, sessions, reader.meta.get("status"))
+
+
+
 __all__ = ["MIN_STEPS", "STRAGGLER_FLOOR_S", "STRAGGLER_SPREAD", "STRAGGLER_WARMUP_STEPS", "StragglerRule",
-           "TimerFrames", "straggler_frames", "timer_stats_of"]
+           "TimerFrames", "straggler_frames", "timer_frames", "timer_stats_of"]

@@ -25,7 +25,7 @@ SUMMARY_STATS = ("last", "step", "min", "max")
 _summary_number = F.number_from_json
 
 
-def tag_summaries(run_dir: str, meta: Mapping | None = None) -> dict[str, dict]:
+def tag_stats(run_dir: str, meta: Mapping | None = None) -> dict[str, dict]:
     """Per scalar tag of rank 0: ``{"last", "step", "min", "max"}`` (floats, and the
     int step of the last value; None where unknown).
 

@@ -30,10 +30,10 @@ import numpy as np
 from ..._errors import RunNotFoundError
 from ...format import _format as F
 from .._file.logfile import Delta, LogFile, _unwrap
+from .._file.select import tag_matcher
 from .._file.wrap import unwrap_ms
+from .._runfiles.locate import resolve_run
 from .._runfiles.rankfiles import KIND_CODES, WINDOW, RankFiles, follow, read_on
-from .._runs.catalog import resolve_run
-from .select import tag_matcher
 
 _WINDOW = WINDOW  # bytes of a file read (and held) per LogFile poll
 #: ``Follower.stream(last)`` above this reads the logs twice instead of keeping ``last`` records.

@@ -26,7 +26,7 @@ unended        a rank's session that ended without an END record (``kill -9``, t
                its process is gone (checked on this machine; elsewhere: no frame for
                :data:`~nblog.reader._runfiles.progress.STALE_AFTER_S` seconds)
 alert          an alert the training code raised with ``run.alert``
-hang           ranks' hang dumps say the run is stalled (``nb hang``; ``nblog.reader._hang``):
+hang           ranks' hang dumps say the run is stalled (``nb hang``; ``nblog.reader._runfiles.hang``):
                once per stall, naming the suspects
 =============  =============================================================================
 
@@ -48,11 +48,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 
 from ...format._runfile import read_run_json
-from .._answers.words import plural
-from .._hang import HangRule
+from .._file.words import plural
 from .._runfiles.failures import unended_line
+from .._runfiles.hang import HangRule
+from .._runfiles.progress import run_status
 from .._runfiles.rankfiles import follow, ranks_with_logs
-from .._runs.catalog import run_status
 from .stragglers import STRAGGLER_FLOOR_S, STRAGGLER_SPREAD, STRAGGLER_WARMUP_STEPS, StragglerRule
 from .tail import KINDS, Event, Follower, json_number
 
@@ -272,10 +272,10 @@ def _on(host: str | None) -> str:
 def straggler_alerts(run_dir: str, run: str, hosts: dict[int, str | None], rule: StragglerRule,
                      last_steps: int) -> list[dict]:
     """Each straggler of each timer by the one straggler rule
-    (:func:`nblog.reader.timer_frames`, as ``nb timers --last-steps N``) over each
+    (:func:`nblog.reader.lowlevel.timer_frames`, as ``nb timers --last-steps N``) over each
     rank's last ``last_steps`` steps."""
-    from .._answers.overview import timer_frames
     from .reader import RunReader
+    from .stragglers import timer_frames
 
     frames = timer_frames(RunReader(run_dir), last_steps=last_steps, rule=rule)
     if frames is None:
@@ -297,8 +297,7 @@ def _load_timer_report() -> None:
     """Import what :func:`straggler_alerts` needs, so that the watch times the rule only:
     counting the first import in (0.2 s here, seconds on a loaded machine) made the next
     check wait 20 times that, and a straggler was reported many polls late."""
-    from .._answers import overview  # noqa: F401
-    from . import reader  # noqa: F401
+    from . import reader, stragglers  # noqa: F401
 
 
 def event_alert(ev: dict, run: str, rank: int, session: int, host: str | None) -> dict | None:

@@ -30,7 +30,7 @@ import os
 import time
 from collections import Counter
 
-from ..format._filenames import HANG_PREFIX, RUN_JSON, parse_hang_file_name
+from ...format._filenames import HANG_PREFIX, RUN_JSON, parse_hang_file_name
 
 __all__ = ["HANG_KEYS", "HANG_SETTLE_S", "HangRule", "hang_report", "hang_summary", "hang_where", "read_hang_dump"]
 
