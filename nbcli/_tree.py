@@ -15,7 +15,7 @@ from typer.core import TyperGroup
 from . import __version__
 from . import _damage as damage
 from ._errors import closed_pipe_exit, is_closed_pipe, report
-from .commands import diff, export, ls, media, resume_id, show, tail, timers, tui
+from .commands import diff, export, hang, ls, media, resume_id, show, tail, timers, tui
 from .commands import import_ as import_cmd
 from .commands import logs as logs_cmd
 from .commands import plot as plot_cmd
@@ -95,7 +95,7 @@ def _root(
     """
 
 
-for _module in (ls, show, tail, export, timers, resume_id, media, tui):
+for _module in (ls, show, tail, export, timers, resume_id, media, tui, hang):
     _module.register(app)
 plot_cmd.register(app)  # nb plot
 report_cmd.register(app)  # nb report

@@ -205,6 +205,11 @@ def _what_went_wrong(out: Output, info: dict) -> None:
     END record, the latest alerts, and what code ran (provenance)."""
     from nblog.reader.lowlevel import TRACEBACK_LINES, provenance_lines
 
+    hang = info.get("hang")
+    if hang:
+        out.gap()
+        out.line(data(hang["line"], "red bold"))
+        out.line(data(hang["reason"]))
     first = info.get("first_failure")
     unended = info.get("unended") or []
     died_first = bool(unended) and info.get("first_incident") == "unended"

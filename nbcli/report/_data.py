@@ -58,10 +58,11 @@ def _flatten(config: object, prefix: str = "") -> list[list]:
 
 def run_info(reader: RunReader) -> dict:
     """Identity, status and last step (as ``nb ls`` says them: a failure on any rank
-    makes it failed), failure (the ``failed: rank 3 (host7), ...`` line, or None),
+    makes it failed), failure (the ``failed: rank 3 (host7), ...`` line, or None), hang
+    (the ``hung since ...; suspects rank 2`` line of a stall, or None),
     launcher, config (flattened) and sessions of one run (each last step as ``nb show``
     says it)."""
-    from nblog.reader import run_row
+    from nblog.reader import hang_summary, run_row
     from nblog.reader.lowlevel import session_steps
 
     meta = reader.meta
@@ -79,6 +80,7 @@ def run_info(reader: RunReader) -> dict:
         "status": row["status"],
         "last_step": row["last_step"],
         "failure": row["failure_line"],
+        "hang": (hang_summary(reader.dir) or {}).get("line"),  # "hung since ... ; suspects rank 2" (nb hang)
         "world_size": meta.get("world_size"),
         "launcher": meta.get("launcher"),
         "job_id": meta.get("job_id"),

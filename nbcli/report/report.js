@@ -103,7 +103,7 @@
   /* ---- runs: identity, config (one column per run), sessions ---- */
   function runs() {
     var s = section("runs", "Runs");
-    var keys = ["project", "name", "status", "last_step", "failure", "world_size", "launcher", "job_id", "hosts", "created", "version", "ranks"];
+    var keys = ["project", "name", "status", "last_step", "failure", "hang", "world_size", "launcher", "job_id", "hosts", "created", "version", "ranks"];
     s.appendChild(table(["run"].concat(DATA.runs.map(function (r) { return r.id; })),
       keys.map(function (k) {
         return [k].concat(DATA.runs.map(function (r) {

@@ -12,6 +12,9 @@ A run folder (``<root>/<project>/<run id>/``, ``man 5 nb-format``) holds::
     provenance.r<R>.s<S>.json           what session S of rank R ran (nblog/write/_provenance.py)
     provenance.r<R>.s<S>.diff           and rank 0's uncommitted diff
     failure.r<R>.s<S>.json              rank R's first uncaught exception of session S
+    stacks.r<R>.s<S>.<N>.jsonl          rank R's N-th hang dump (nblog/write/_hang.py)
+    stacks.r<R>.s<S>.moved.json         the note that rank R moved again after a stall
+    stacks.r<R>.s<S>.faulthandler.txt   faulthandler's stacks when the GIL was held
 
 and, for a moment, the hidden names of a file being replaced (``_filesafety``)::
 
@@ -41,12 +44,14 @@ RUN_JSON_BACKUP = "run.json.bak"  # the last run.json read whole, written by eac
 EVENTS_PREFIX = "events."  # every event log's name starts so
 MEDIA_PREFIX = "media."  # every media pack's
 FAILURE_PREFIX = "failure."  # every failure mark's
+HANG_PREFIX = "stacks."  # every hang dump's, note's and faulthandler file's
 
 _EVENT = re.compile(r"^events\.r(\d+)\.s(\d+)\.log$")
 _ENVELOPE = re.compile(r"^envelope\.r(\d+)\.s(\d+)\.bin$")
 _CONSOLE = re.compile(r"^console\.r(\d+)\.s(\d+)\.log$")
 _PROVENANCE = re.compile(r"^provenance\.r(\d{1,9})\.s(\d{1,9})\.json$")
 _FAILURE = re.compile(r"^failure\.r(\d{1,9})\.s(\d{1,9})\.json$")
+_HANG = re.compile(r"^stacks\.r(\d{1,9})\.s(\d{1,9})\.(?:(\d{1,9})\.jsonl|(moved)\.json)$")
 # a pack's rank as this version writes it (no leading zero); a session in ASCII digits
 _PACK = re.compile(r"^media\.r(0|[1-9][0-9]*)(?:\.s([0-9]+))?\.pack$")
 
@@ -117,6 +122,34 @@ def failure_file_name(rank: int, session: int) -> str:
 def parse_failure_file_name(name: str) -> tuple[int, int] | None:
     """``(rank, session)`` of a failure mark's name, or None for any other file."""
     return _pair(_FAILURE.match(name))
+
+
+def hang_dump_file_name(rank: int, session: int, n: int) -> str:
+    """``stacks.r<rank>.s<session>.<n>.jsonl``: the ``n``-th hang dump (from 1) of a
+    rank's session: a summary line, then its threads' stacks and Flight Recorder record
+    (``man nb-format``, HANG DUMPS)."""
+    return f"stacks.r{int(rank)}.s{int(session)}.{int(n)}.jsonl"
+
+
+def hang_moved_file_name(rank: int, session: int) -> str:
+    """``stacks.r<rank>.s<session>.moved.json``: the rank moved again after its last stall."""
+    return f"stacks.r{int(rank)}.s{int(session)}.moved.json"
+
+
+def hang_faulthandler_file_name(rank: int, session: int) -> str:
+    """``stacks.r<rank>.s<session>.faulthandler.txt``: the standard library's
+    faulthandler output, written when the interpreter was held in C code (empty: none)."""
+    return f"stacks.r{int(rank)}.s{int(session)}.faulthandler.txt"
+
+
+def parse_hang_file_name(name: str) -> tuple[int, int, int | None] | None:
+    """``(rank, session, n)`` of a hang dump's name, ``(rank, session, None)`` of a
+    moved note's, or None for any other file."""
+    m = _HANG.match(name)
+    if m is None:
+        return None
+    n = m.group(3)
+    return int(m.group(1)), int(m.group(2)), None if n is None else int(n)
 
 
 def pack_file_name(rank: int) -> str:

@@ -27,6 +27,8 @@ Many runs                   :func:`select_runs`, :func:`group_runs`, :func:`pars
                             :class:`RunsTable`, :class:`QueryError` (``nb ls --where``),
                             :func:`diff_runs` (``nb diff``)
 Tags                        :func:`tag_matcher` (the one tag-selection rule)
+Hangs                       :func:`hang_report` (``nb hang``), :func:`hang_summary` (its
+                            line in ``nb show`` and the report)
 ==========================  ============================================================
 
 Where the code is (private packages, each module's docstring says what it reads):
@@ -75,6 +77,9 @@ _NAMES: dict[str, tuple[str, str]] = {
     "straggler_frames": ("._views.stragglers", "straggler_frames"),
     # watching
     "Watcher": ("._views.watch", "Watcher"),
+    # hangs: each rank's stacks and collective record, the ranks the others wait for
+    "hang_report": ("._runfiles.hang", "hang_report"),
+    "hang_summary": ("._runfiles.hang", "hang_summary"),
     "WatchOptions": ("._views.watch", "WatchOptions"),
     # export
     "read_frames": ("._runs.export", "read_frames"),
@@ -102,6 +107,7 @@ if TYPE_CHECKING:  # the names for the type checker; at run time __getattr__ imp
     from ._file.select import tag_matcher
     from ._runfiles.console import ConsoleLine, ConsoleLogs
     from ._runfiles.envelopes import Envelope, read_envelopes
+    from ._runfiles.hang import hang_report, hang_summary
     from ._runfiles.locate import default_root, resolve_run
     from ._runfiles.progress import latest_step, run_status, writer_alive
     from ._runs.catalog import latest_run, list_runs, run_row

@@ -28,6 +28,8 @@ Writing outputs             :func:`read_frame`, :func:`write_frame`, :func:`writ
                             :func:`format_for`, :func:`refuse_linked_folders`,
                             :data:`EXPORT_KINDS`, :data:`FORMATS`
 Tags and messages           :func:`tag_set`, :func:`plural` (how a count reads)
+Hang dumps                  :func:`read_hang_dump` (one rank's), :func:`hang_where` (where a
+                            stack stands), :data:`HANG_KEYS` (``nb hang --json``)
 ==========================  ============================================================
 
 Every name is imported on first use, as in ``nblog.reader``.
@@ -98,6 +100,9 @@ _NAMES: dict[str, tuple[str, str]] = {
     # tags and messages
     "tag_set": ("._file.select", "tag_set"),
     "plural": ("._file.words", "plural"),
+    "HANG_KEYS": ("._runfiles.hang", "HANG_KEYS"),
+    "hang_where": ("._runfiles.hang", "hang_where"),
+    "read_hang_dump": ("._runfiles.hang", "read_hang_dump"),
 }
 
 __all__ = sorted(_NAMES)
@@ -113,6 +118,7 @@ if TYPE_CHECKING:  # the names for the type checker; __getattr__ imports each on
     from ._file.select import tag_set
     from ._file.words import plural
     from ._runfiles.failures import failed_ranks, failure_line
+    from ._runfiles.hang import HANG_KEYS, hang_where, read_hang_dump
     from ._runfiles.media import HISTOGRAM_SCHEMA, MEDIA_SCHEMA
     from ._runfiles.progress import (
         STALE_AFTER_S,

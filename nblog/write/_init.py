@@ -70,6 +70,7 @@ def init(
     strict: bool | None = None,
     provenance: bool | None = None,
     console: bool | None = None,
+    hang_s: float | str | None = None,
     _environ: Mapping[str, str] | None = None,
 ) -> Run:
     """Start (or resume) logging a run; call on every rank, or on rank 0 only.
@@ -128,6 +129,14 @@ def init(
             folder (``$NB_CONSOLE=1``; off by default). Lasts until the process exits
             or the next ``init``. The file holds whatever the program prints: print no
             secrets. Read it with ``nb logs``.
+        hang_s: seconds without a new step after which this rank writes its threads'
+            stacks and its Flight Recorder record into the run folder
+            (``stacks.r<rank>.s<session>.<n>.json``, read by ``nb hang``); None
+            (``$NB_HANG_S``, else automatic: 5x the longest of the last 64 step gaps,
+            at least 120 s, armed by the first step); 0 or "off": never. ``$NB_HANG_SIGNAL``
+            (default USR1, "off") names the signal that writes a dump on demand;
+            ``$NB_HANG_FR=0`` leaves torch's Flight Recorder alone (by default nb sets
+            ``TORCH_FR_BUFFER_SIZE=2000`` when unset and no process group exists yet).
 
     Returns:
         A :class:`Run`. Files created: on rank 0 ``run.json`` and
@@ -170,6 +179,7 @@ def init(
     if settings.run_id is not None:
         check_name(settings.run_id, "run_id")
     config_json = to_json_config(config)
+    hang = _hang_config(env, hang_s)
     ranks = detect_ranks(env)
     for active in _lifecycle.active(ranks.rank):
         log.warning(
@@ -193,6 +203,7 @@ def init(
             settings, host, env,
         )
         _start_provenance(run, settings, ranks, env, host, job_id, job_source)
+        _start_hang(run, host, hang, env)
         return run
     run_dir = os.path.join(project_dir, rid)
     launch = launch_identity(env)
@@ -209,7 +220,44 @@ def init(
         job_source=job_source, session=session, step_start=step_start,
     )
     _start_provenance(run, settings, ranks, env, host, job_id, job_source)
+    _start_hang(run, host, hang, env)
     return run
+
+
+def _hang_config(env: Mapping[str, str], hang_s: float | str | None) -> tuple[float | None, int | None, bool]:
+    """``(period, signal, fr)`` of the hang watchdog from ``hang_s`` and ``$NB_HANG_*``.
+    Raises ValueError for a bad value."""
+    from ._hang import parse_hang_s, parse_signal
+
+    if hang_s is not None:
+        period = parse_hang_s(hang_s, "hang_s")
+    else:
+        period = parse_hang_s(env.get("NB_HANG_S", ""), "NB_HANG_S")
+    signum = parse_signal(env.get("NB_HANG_SIGNAL"))
+    fr = env.get("NB_HANG_FR", "").strip().lower() not in ("0", "off", "false", "no")
+    return period, signum, fr
+
+
+def _start_hang(run: Run, host: str, hang: tuple[float | None, int | None, bool], env: Mapping[str, str]) -> None:
+    """Start this rank's hang watchdog (``_hang``), stopped by ``finish``; never raises."""
+    period, signum, fr = hang
+    if run.dir is None or (period == 0 and signum is None):
+        return
+    try:
+        from . import _hang
+
+        if fr:
+            state = _hang.enable_flight_recorder(env)
+            if state == "late" and run.rank == 0:
+                log.info("nblog: torch.distributed was initialised before nb.init; hang dumps have the Flight "
+                         "Recorder record only if TORCH_FR_BUFFER_SIZE was set (call nb.init first)")
+        dog = _hang.Watchdog(run.dir, run.rank, run.session, host, run._current_step,
+                             hang_s=period, signum=signum, fr=fr)
+        dog.start()
+        run._on_finish.append(dog.stop)
+        run._hang = dog  # type: ignore[attr-defined]
+    except Exception as exc:
+        log.warning("nblog: hang watchdog not started: %r", exc)
 
 
 def _choose_run_id(project: str, run_name: str | None, settings: Settings, ranks: RankInfo,

@@ -25,21 +25,21 @@ READER = {
     "ConsoleLine", "ConsoleLogs", "Envelope", "Event", "Follower", "LiveRun", "QueryError",
     "RunReader", "RunsTable", "Series", "StragglerRule", "TimerFrames", "WatchOptions",
     "Watcher", "decode_histogram", "default_root", "diff_runs", "export_root", "group_runs",
-    "latest_run", "latest_step", "list_runs", "overview", "parse_where", "read_envelopes",
+    "hang_report", "hang_summary", "latest_run", "latest_step", "list_runs", "overview", "parse_where", "read_envelopes",
     "read_frames", "resolve_run", "run_row", "run_status", "select_runs", "straggler_frames",
     "tag_matcher", "timer_report", "write_frames", "writer_alive",
 }
 
 #: The building blocks for tools.
 LOWLEVEL = {
-    "ALERT_SCHEMA", "DEFAULT_KINDS", "Delta", "EXPORT_KINDS", "FAILURE_SCHEMA", "FORMATS",
+    "ALERT_SCHEMA", "DEFAULT_KINDS", "HANG_KEYS", "Delta", "EXPORT_KINDS", "FAILURE_SCHEMA", "FORMATS",
     "HISTOGRAM_SCHEMA", "KINDS", "KIND_CODES", "LogFile", "MEDIA_SCHEMA", "POINT_SCHEMA",
     "RankFiles", "STALE_AFTER_S", "STRAGGLER_FLOOR_S", "STRAGGLER_SPREAD",
     "STRAGGLER_WARMUP_STEPS", "SYSTEM_SCHEMA", "TEXT_SCHEMA", "TRACEBACK_LINES", "WINDOW",
     "envelope_file_name", "event_files", "failed_ranks", "failure_line", "follow",
-    "format_for", "hide_thresholds", "list_runs_meta", "log_last_step", "plural",
+    "format_for", "hang_where", "hide_thresholds", "list_runs_meta", "log_last_step", "plural",
     "process_alive", "provenance_lines", "rank_last_step", "ranks_with_logs", "read_all",
-    "read_frame", "read_header", "read_on", "refuse_linked_folders", "session_last_step",
+    "read_frame", "read_hang_dump", "read_header", "read_on", "refuse_linked_folders", "session_last_step",
     "session_steps", "tag_set", "tag_stats", "tag_table", "this_host", "timer_frames",
     "write_frame", "write_output", "writing_to",
 }

@@ -18,6 +18,7 @@ from ...format import _format as F
 from .._file.select import tag_matcher
 from .._file.words import plural
 from .._runfiles.failures import failure_line, unended_line, unended_sessions
+from .._runfiles.hang import hang_summary
 from .._runfiles.media import pack_check
 from .._runfiles.progress import session_last_step
 from .._runfiles.provenance import provenance
@@ -305,6 +306,7 @@ def overview(reader: RunReader, tags: str | Iterable[str] | None = None) -> dict
         "problems": {k: problems.get(k, 0) for k in ("skipped_bytes", "pending_bytes", "unknown_frames",
                                                      "media_missing", "media_not_visible")},
         **incidents(reader, files, run["status"]),
+        "hang": hang_summary(reader.dir),  # the ranks' hang dumps (nblog.reader._runfiles.hang), None: no stall
     }
 
 

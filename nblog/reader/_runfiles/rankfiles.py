@@ -146,6 +146,7 @@ class RankFiles:
             self.gone = not os.path.isdir(self.dir)
             return False
         self.gone = False
+        self.names = names  # every name of the last listing (nb watch's hang rule looks for dumps in it)
         new = False
         for name in names:
             rs = parse_event_file_name(name)

@@ -26,6 +26,8 @@ unended        a rank's session that ended without an END record (``kill -9``, t
                its process is gone (checked on this machine; elsewhere: no frame for
                :data:`~nblog.reader._runfiles.progress.STALE_AFTER_S` seconds)
 alert          an alert the training code raised with ``run.alert``
+hang           ranks' hang dumps say the run is stalled (``nb hang``; ``nblog.reader._runfiles.hang``):
+               once per stall, naming the suspects
 =============  =============================================================================
 
 :class:`Watcher` dedupes: each alert is reported once per (rule, tag, rank[, session]).
@@ -48,6 +50,7 @@ from dataclasses import asdict, dataclass
 from ...format._runfile import read_run_json
 from .._file.words import plural
 from .._runfiles.failures import unended_line
+from .._runfiles.hang import HangRule
 from .._runfiles.progress import run_status
 from .._runfiles.rankfiles import follow, ranks_with_logs
 from .stragglers import STRAGGLER_FLOOR_S, STRAGGLER_SPREAD, STRAGGLER_WARMUP_STEPS, StragglerRule
@@ -361,6 +364,7 @@ class Watcher:
         self._unended: set[tuple[int, int]] = set()  # (rank, session) reported as ended without END
         self._here: str | None = None  # this machine's host name, as ranks record it
         self._files: RankFiles | None = None  # the run folder's logs, listed once a poll for every Follower
+        self._hang = HangRule()
 
     @property
     def name(self) -> str:
@@ -435,6 +439,9 @@ class Watcher:
             found += stall_alerts(self._progress, open_ranks, self._hosts, self.clock(), run, o.stall_k,
                                   o.stall_floor_s)
         found += self._unended_alerts(run, running)
+        hang = self._hang.poll(run_dir, run, self.clock(), getattr(self._files, "names", None))
+        if hang is not None:
+            found.append(hang)
         new = []
         for alert in found:
             key = (alert["rule"], alert["tag"], alert["rank"], alert.get("session"))
