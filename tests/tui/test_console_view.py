@@ -250,3 +250,39 @@ async def test_console_and_failure_of_a_real_process(tmp_path):
         assert "error  RuntimeError: boom at the end" in box and "warn  loss spike: 3x the median" in box
         rendered = app.screen.query_one("#alerts").render()
         assert {str(sp.style) for sp in rendered.spans if rendered.plain[sp.start:sp.end] == "warn"} == {"ansi_yellow"}
+
+
+def write_hang_dumps(run_dir: str, world: int, behind: int) -> None:
+    """Stall dumps of ``world`` ranks made by the real watchdog code (injected clock and
+    Flight Recorder records): rank ``behind`` one collective behind the others."""
+    from nblog.write import _hang as H
+
+    def record(seq: int):
+        entries = [{"pg_id": 0, "pg": "default_pg", "seq": s, "op": "gloo:all_reduce",
+                    "state": "completed" if s < seq else "scheduled", "raw_state": "scheduled", "p2p": False,
+                    "sizes": [[4]]} for s in range(1, seq + 1)]
+        return lambda: ({"version": "2.10", "pg_status": {}, "pg_config": {}, "entries": entries}, None)
+
+    for rank in range(world):
+        now = [10.0]
+        dog = H.Watchdog(run_dir, rank, 1, f"h{rank}", lambda: 150, hang_s=5, signum=None, faulthandler=False,
+                         clock=lambda now=now: now[0], wall=lambda now=now: WALL0 + now[0],
+                         record=record(5 if rank == behind else 6))
+        dog.poll()
+        now[0] += 5
+        dog.poll()
+
+
+@aio
+async def test_a_hang_is_named_in_the_header(demo_root, demo_run):
+    """The stall line of ``nb show`` (the hang dumps: ``hang_summary``) in the run header,
+    naming the rank the others wait for; gone when the run is not stalled."""
+    app = NbTui(root=demo_root, runs=[demo_run], poll_s=0)
+    async with app.run_test(size=(160, 30)) as pilot:
+        await settle(pilot)
+        assert "hung since" not in str(app.screen.query_one("#run-header").render())
+        write_hang_dumps(demo_run, 4, behind=2)
+        app.screen.poll()
+        await settle(pilot)
+        head = str(app.screen.query_one("#run-header").render())
+        assert "hung since" in head and "at step 150; suspects rank 2" in head, head

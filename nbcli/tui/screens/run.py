@@ -25,6 +25,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, RichLog, Static, TabbedContent, TabPane
 
+from nblog.reader import hang_summary
 from nblog.reader.lowlevel import plural
 
 from ..events import RunEvents
@@ -72,6 +73,15 @@ class EventsReady(Message):
     def __init__(self, events: list[dict]) -> None:
         super().__init__()
         self.events = events
+
+
+class HangReady(Message):
+    """The run's stall as its hang dumps say it (``hang_summary``'s line: "hung since ...
+    at step ...; suspects rank 2"), or None when it is not stalled."""
+
+    def __init__(self, line: str | None) -> None:
+        super().__init__()
+        self.line = line
 
 
 class EventsDone(Message):
@@ -163,6 +173,8 @@ class RunScreen(Screen):
         self._con_rank: int | None = None
         self.events: list[dict] = []  # failures and alerts of the run (all ranks), read by _read_events
         self._run_events: RunEvents | None = None  # used only by the events worker
+        self.hang: str | None = None  # the stall line of the hang dumps (nb hang), or None
+        self._hang_read: str | None = None  # the last one the events worker posted
         self._events_busy = False
         self.previewed = 0  # first plots drawn from envelope sidecars (RunModel.preview)
         self._preview_drawn: dict[int, threading.Event] = {}  # id of a preview's specs -> set once drawn
@@ -231,11 +243,19 @@ class RunScreen(Screen):
                 self._run_events = RunEvents(self.model.primary.dir)
             if self._run_events.poll():
                 self.post_message(EventsReady(list(self._run_events.events)))
+            hang = (hang_summary(self.model.primary.dir) or {}).get("line")  # one listing when no dump
+            if hang != self._hang_read:
+                self._hang_read = hang
+                self.post_message(HangReady(hang))
         finally:
             self.post_message(EventsDone())
 
     def on_events_done(self, message: EventsDone) -> None:
         self._events_busy = False
+
+    def on_hang_ready(self, message: HangReady) -> None:
+        self.hang = message.line
+        self._render_header()
 
     def on_events_ready(self, message: EventsReady) -> None:
         self.events = message.events
@@ -404,6 +424,8 @@ class RunScreen(Screen):
             t.append(f"  {plural(fails, 'failure')}", style="bold #ff5f5f")
         if alerts:
             t.append(f"  {plural(alerts, 'alert')}", style="yellow")
+        if self.hang:
+            t.append(f"  {self.hang}", style="bold white on #af5f00")
         if st.last_step is not None:
             t.append(f"  step {st.last_step}")
         t.append(f"  x={AXIS_NAMES[self.axis]}", style="dim")
