@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import pickle
 import select
 import signal
 import socket
@@ -178,10 +177,15 @@ def fr_record(entries: int = FR_ENTRIES) -> tuple[dict | None, str | None]:
     if not _dist_initialized():
         return None, "torch.distributed is not initialised"
     try:
+        import json
+
         import torch
 
-        raw = torch._C._distributed_c10d._dump_fr_trace(includeStackTraces=False)  # type: ignore[attr-defined]
-        data = pickle.loads(raw)
+        # the JSON form: no stack traces (they took seconds while a rank spun in Python),
+        # and nothing unpickled (no module of nb loads a pickle: test_shared_fs_safety)
+        raw = torch._C._distributed_c10d._dump_fr_trace_json(includeCollectives=True,  # type: ignore[attr-defined]
+                                                             onlyActive=False)
+        data = json.loads(raw)
     except Exception as exc:
         return None, f"Flight Recorder record not taken: {exc!r}"
     status = {str(k): v for k, v in (data.get("pg_status") or {}).items()}
