@@ -143,8 +143,17 @@ def _dist_initialized() -> bool:
         return False
     try:
         return bool(dist.is_available() and dist.is_initialized())
-    except Exception:
+    except Exception as exc:  # a torch that cannot say: no collective record, said once
+        global _DIST_UNKNOWN
+        _DIST_UNKNOWN += 1
+        if _DIST_UNKNOWN == 1:
+            log.warning("nblog: cannot tell whether torch.distributed is initialised (%r): "
+                        "hang dumps hold no Flight Recorder record", exc)
         return False
+
+
+#: How often torch.distributed could not say whether it is initialised (warned once).
+_DIST_UNKNOWN = 0
 
 
 def python_stacks(skip: int | None = None) -> list[dict]:
@@ -286,6 +295,7 @@ class Watchdog:
         self._next_at: float | None = None  # when the next dump of this stall is due
         self.dumps = 0  # dumps written this session
         self._warned: set[str] = set()
+        self.problems: dict[str, int] = {}  # what went wrong, how often (each warned once)
         self._requested = False
         self._stop = False
         self._thread: threading.Thread | None = None
@@ -315,7 +325,8 @@ class Watchdog:
         now = self._clock()
         try:
             step = self._step_fn()
-        except Exception:
+        except Exception as exc:  # the step as last read: counted, said once
+            self._warn_once("step", f"nblog: hang watchdog cannot read the step: {exc!r}")
             step = self._last_step
         wrote = None
         if step is not None and step != self._last_step:
@@ -547,6 +558,8 @@ class Watchdog:
                 s.close()
 
     def _warn_once(self, key: str, message: str) -> None:
+        """Warn of ``key`` the first time; count every time (:attr:`problems`)."""
+        self.problems[key] = self.problems.get(key, 0) + 1
         if key not in self._warned:
             self._warned.add(key)
             log.warning(message)

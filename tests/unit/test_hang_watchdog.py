@@ -160,3 +160,16 @@ def test_state_from_pg_status():
     assert H._state({"state": "scheduled"}, status, False, 6) == "scheduled"
     assert H._state({"state": "completed"}, status, False, 6) == "completed"
     assert H._state({"state": "scheduled", "retired": True}, None, False, 9) == "completed"
+
+
+def test_a_step_that_cannot_be_read_is_warned_once_and_counted(tmp_path, caplog):
+    """A step callable that raises never stops the watchdog; it is said once and counted."""
+    def bad():
+        raise RuntimeError("no step")
+    dog = H.Watchdog(str(tmp_path), 3, 1, "h", bad, hang_s=5, signum=None, faulthandler=False,
+                     clock=lambda: 0.0, wall=lambda: 0.0, record=lambda: (None, "no record"))
+    with caplog.at_level("WARNING", logger="nblog"):
+        for _ in range(3):
+            assert dog.poll() is None
+    assert dog.problems == {"step": 3}
+    assert sum("cannot read the step" in r.getMessage() for r in caplog.records) == 1
