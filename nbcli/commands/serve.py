@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
+from .. import _damage as damage
 from .._options import Root
 from .._output import error, warn
 
@@ -34,15 +35,21 @@ def _url(host: str, port: int, token: str) -> str:
     return f"http://{shown}:{port}/?token={token}"
 
 
-def _server_class(uvicorn: Any) -> Any:
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def _server_class(uvicorn: Any, early: list[int]) -> Any:
     """uvicorn's Server, ending with exit status 0 on SIGINT and SIGTERM: uvicorn shuts
     down gracefully on both, then raises the signal again (the status would say killed);
-    a server that was asked to stop has done its job."""
+    a server that was asked to stop has done its job. ``early``: the signals that came
+    between the address line and the start (the server stops at once)."""
 
     class Server(uvicorn.Server):
         @contextlib.contextmanager
         def capture_signals(self) -> Iterator[None]:
-            before = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+            before = {sig: signal.signal(sig, self.handle_exit) for sig in _STOP_SIGNALS}
+            for sig in early:
+                self.handle_exit(sig, None)
             try:
                 yield
             finally:
@@ -118,13 +125,17 @@ def serve(
               "choose another --port (0: any free port)")
         raise typer.Exit(1) from None
     bound = sock.getsockname()[1]
+    damage.allow(True)  # damaged bytes are in each answer's "damage" list (and warned here): stopping is exit 0
     if not _loopback(host):
         warn(f"listening on {host}, not on a loopback address: other machines can reach this server "
              "(the token still guards every request; on a shared machine prefer ssh -L)")
     gate = make_app(Catalog(scope), token, bound)
     config = uvicorn.Config(gate, log_level="warning", access_log=False, lifespan="off",
                             timeout_graceful_shutdown=2, ws="none")
-    server = _server_class(uvicorn)(config)
+    early: list[int] = []
+    for sig in _STOP_SIGNALS:  # a script may stop the server as soon as it read the address line
+        signal.signal(sig, lambda sig, _frame: early.append(sig))
+    server = _server_class(uvicorn, early)(config)
     print(f"nb serve: {_url(host, bound, token)}", flush=True)
     server.run(sockets=[sock])
     sys.stdout.flush()

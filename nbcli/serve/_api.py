@@ -294,8 +294,8 @@ async def _events(request: Request, served: list) -> AsyncIterator[str]:
                 out.append({"run": s.id, **e})
         return out
 
-    yield "retry: 2000\n: nb serve stream\n\n"
-    await anyio.to_thread.run_sync(poll)  # from here on: what is flushed after the stream opened
+    await anyio.to_thread.run_sync(poll)  # from here on: what is flushed after the stream opened ...
+    yield "retry: 2000\n: nb serve stream\n\n"  # ... which a client knows once it reads this
     quiet = 0.0
     while not await request.is_disconnected():
         await anyio.sleep(REFRESH_S)

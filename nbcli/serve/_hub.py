@@ -57,6 +57,7 @@ def resolve_scope(root: str, names: Sequence[str]) -> Scope:
         nblog.reader.lowlevel.RunNotFoundError: a name is neither.
         nblog.reader.lowlevel.AmbiguousRunError: a prefix matches several runs.
     """
+    from nblog.format import RUN_JSON
     from nblog.reader import resolve_run
 
     projects: list[str] = []
@@ -64,7 +65,7 @@ def resolve_scope(root: str, names: Sequence[str]) -> Scope:
     for name in names:
         folder = os.path.join(root, name)
         if "/" not in name and name not in ("", ".", "..") and os.path.isdir(folder) \
-                and not os.path.isfile(os.path.join(folder, "run.json")):
+                and not os.path.isfile(os.path.join(folder, RUN_JSON)):
             projects.append(name)
         else:
             runs.append(resolve_run(name, root))
@@ -101,10 +102,10 @@ class Catalog:
 
         s = self.scope
         if s.everything:
-            return list_runs_meta(s.root) if os.path.isdir(s.root) else []
+            return self._inside(list_runs_meta(s.root)) if os.path.isdir(s.root) else []
         out: list[tuple[dict, dict]] = []
         for project in s.projects:
-            out += list_runs_meta(s.root, project)
+            out += self._inside(list_runs_meta(s.root, project))
         seen = {r["path"] for r, _m in out}
         for run_dir in s.runs:  # a run's listing is its project's (a run folder is ROOT/PROJECT/RUN)
             if run_dir in seen:
@@ -114,6 +115,12 @@ class Catalog:
                     if p[0]["path"] == run_dir]
         out.sort(key=lambda p: (p[0]["started"] or 0.0, p[0]["id"]), reverse=True)
         return out
+
+    def _inside(self, pairs: list[tuple[dict, dict]]) -> list[tuple[dict, dict]]:
+        """The runs whose folder really lies under the root: a project or run folder that
+        is a link to elsewhere is not served (a run named on the command line is)."""
+        real = os.path.realpath(self.scope.root) + os.sep
+        return [p for p in pairs if os.path.realpath(p[0]["path"]).startswith(real)]
 
     def folder(self, run_id: str) -> str:
         """The folder of the served run ``run_id`` (an id exactly as ``/api/runs`` gives it).
