@@ -2,11 +2,12 @@
 # smoke_wheel.sh - test what users install: build the wheel and the sdist, install the wheel
 # (not editable) into a fresh venv outside the work tree, and use it there as a new user would:
 #
-#   import nblog; a short logged run; nb ls; nb show; nb tui RUN in a real terminal (tmux):
+#   import nblog; a short logged run; nb ls; nb show; nb serve (without and with its extra:
+#   the page, its files and the API from the wheel, token required); nb tui RUN in a real terminal (tmux):
 #   its first screen, then q and exit 0; man nb (found from PATH, no MANPATH); the sdist's
 #   contents (README, man pages, the TUI's stylesheet).
 #
-# torch is not installed there: nothing here needs it. Installs tmux and man-db with apt-get
+# torch is not installed there: nothing here needs it. Installs tmux, man-db and curl with apt-get
 # when missing (as root). Used by .ci/run. Environment:
 #   PYTHON       the interpreter of the fresh venv (default python3)
 #   NB_VENV      the project's venv that builds (default .venv; scripts/install.sh when it has no
@@ -25,6 +26,7 @@ die() { printf 'smoke_wheel: FAILED: %s\n' "$*" >&2; exit 1; }
 missing=()
 command -v tmux >/dev/null || missing+=(tmux)
 command -v man >/dev/null && command -v groff >/dev/null || missing+=(man-db)
+command -v curl >/dev/null || missing+=(curl)
 if [ ${#missing[@]} -gt 0 ]; then
   [ "$(id -u)" = 0 ] || die "needs ${missing[*]} (apt-get install ${missing[*]}, as root)"
   say "installing ${missing[*]}"
@@ -133,6 +135,30 @@ tx send-keys -t smoke q
 wait_screen "nb-exit=" 20
 pane | grep -qE '^nb-exit=0[[:space:]]*$' || { pane >&2; die "nb tui did not exit 0"; }
 
+# ---------------------------------------------------------------------- nb serve
+# Without its extra it says what to install; with it, the page, its files and the API answer
+# from the installed wheel (package data), only with the token; SIGTERM stops it with 0.
+nb serve --root runs --port 0 >"$work/serve0.txt" 2>&1 && die "nb serve ran without the serve extra"
+grep -qF "pip install 'nblog[serve]'" "$work/serve0.txt" || { cat "$work/serve0.txt" >&2; die "nb serve without its extra says nothing useful"; }
+say "installing the serve extra (${wheel##*/}[serve])"
+"$venv/bin/python" -m pip install --quiet "${wheel}[serve]" 2>&1 | grep -v 'is ignored: it is neither a file nor a directory' >&2 || true
+nb serve --root runs --port 0 >"$work/serve.txt" 2>"$work/serve.err" &
+serve_pid=$!
+for _ in $(seq 300); do grep -q "^nb serve: http" "$work/serve.txt" && break; sleep 0.1; done
+url=$(sed -n 's/^nb serve: //p' "$work/serve.txt")
+[ -n "$url" ] || { cat "$work/serve.err" >&2; die "nb serve printed no address"; }
+base=${url%%/?token=*}
+token=${url#*token=}
+[ "$(curl -s -o /dev/null -w '%{http_code}' "$base/api/runs")" = 401 ] || die "nb serve answered without its token"
+curl -sf -c "$work/jar" -b "$work/jar" -L "$url" >"$work/page.html" || die "nb serve: the page did not load"
+grep -qF 'src="static/serve.js"' "$work/page.html" || die "nb serve: the page is not nb serve's"
+for f in serve.js serve.css report.js report.css uPlot.js uPlot.css; do
+  curl -sf -b "$work/jar" "$base/static/$f" >/dev/null || die "nb serve: static/$f is missing from the wheel"
+done
+curl -sf -H "Authorization: Bearer $token" "$base/api/runs" | grep -qF "\"$run_id\"" || die "nb serve: /api/runs lacks $run_id"
+kill -TERM "$serve_pid"
+wait "$serve_pid" || die "nb serve exited $? on SIGTERM"
+
 # ---------------------------------------------------------------------- man
 page=$(man -w nb) || die "man finds no page nb (looked from PATH: $venv/bin -> $venv/share/man)"
 [ "$page" = "$venv/share/man/man1/nb.1" ] || die "man nb is $page, not the wheel's"
@@ -140,4 +166,4 @@ page=$(man -w nb) || die "man finds no page nb (looked from PATH: $venv/bin -> $
 MANWIDTH=80 man -P cat nb 2>/dev/null | head -n 4 >"$work/man.txt"
 grep -q "inspect, tail, export" "$work/man.txt" || { cat "$work/man.txt" >&2; die "man nb shows no page"; }
 
-say "passed in $(( $(date +%s) - t0 )) s: wheel + sdist, fresh venv, run, nb ls, nb show, nb tui (exit 0), man nb"
+say "passed in $(( $(date +%s) - t0 )) s: wheel + sdist, fresh venv, run, nb ls, nb show, nb tui (exit 0), nb serve, man nb"

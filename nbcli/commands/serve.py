@@ -62,7 +62,7 @@ def _server_class(uvicorn: Any, early: list[int]) -> Any:
 def serve(
     names: Annotated[
         list[str] | None,
-        typer.Argument(metavar="[RUN_OR_PROJECT]...", show_default=False,
+        typer.Argument(metavar="RUN_OR_PROJECT", show_default=False,
                        help="Serve only these runs (ids, prefixes, PROJECT/RUN_ID, folders) and projects "
                             "[default: every run under the root]."),
     ] = None,
