@@ -267,6 +267,10 @@
           " (marked ▲ at the top, ▼ for -inf; first: " + f.value + " at step " + fmtInt(f.x) + ", rank " + f.rank + ")" }));
       }
     });
+    if (ch.summarised && ch.summarised.length) {
+      notes.push(el("div", { cls: "note", text: ch.summarised.join(", ") + ": drawn from the writer's envelope (the min and max of " +
+        "each segment of the long event log), not from every point: a spike stays visible, zooming shows segments" }));
+    }
     var pts = ch.series.reduce(function (a, sr) { return a + sr.points; }, 0);
     notes.push(el("div", { cls: "note", text: count(pts, "point") + (ch.bucketed ? ", shown as " + count(ch.x.length, "bucket") + " of " + count(ch.x.length > 1 ? ch.x[1] - ch.x[0] : 1, "step") : pts > 1 ? ", every point shown" : "") }));
     return { def: { x: ch.x, bucketed: ch.bucketed, lines: lines, marks: marks }, notes: notes };

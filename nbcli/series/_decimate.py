@@ -124,7 +124,8 @@ def _bucket_extrema(y: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def step_buckets(step: np.ndarray, value: np.ndarray, buckets: int, start: float | None = None,
-                 end: float | None = None) -> tuple[bool, dict[str, np.ndarray]]:
+                 end: float | None = None, *, lo: np.ndarray | None = None, hi: np.ndarray | None = None,
+                 n: np.ndarray | None = None) -> tuple[bool, dict[str, np.ndarray]]:
     """One series as at most ``buckets`` buckets of equal step width, each its min, max
     and last value (``nb serve``'s ``/scalars``; display only).
 
@@ -133,6 +134,9 @@ def step_buckets(step: np.ndarray, value: np.ndarray, buckets: int, start: float
         value: float64 values.
         buckets: the most buckets (≥ 1).
         start, end: only the points with ``start <= step <= end`` (None: no bound).
+        lo, hi, n: when each entry summarises several points (an envelope's segments,
+            ``step`` their last steps, ``value`` their last values): their min, max and
+            count (None: each entry is one point, its value all three).
 
     Returns:
         ``(exact, columns)``: exact is True when every point in range is given as its own
@@ -145,24 +149,24 @@ def step_buckets(step: np.ndarray, value: np.ndarray, buckets: int, start: float
         raise ValueError(f"buckets must be at least 1, not {buckets}")
     step = np.asarray(step, np.int64)
     value = np.asarray(value, np.float64)
+    lo = value if lo is None else np.asarray(lo, np.float64)
+    hi = value if hi is None else np.asarray(hi, np.float64)
+    count = np.ones(len(step), np.int64) if n is None else np.asarray(n, np.int64)
     if len(step) > 1 and (np.diff(step) < 0).any():
         order = np.argsort(step, kind="stable")
-        step, value = step[order], value[order]
+        step, value, lo, hi, count = step[order], value[order], lo[order], hi[order], count[order]
     lo_i = 0 if start is None else int(np.searchsorted(step, start, "left"))
     hi_i = len(step) if end is None else int(np.searchsorted(step, end, "right"))
-    step, value = step[lo_i:hi_i], value[lo_i:hi_i]
-    n = len(step)
-    if n <= buckets:
-        return True, {"step": step, "min": value, "max": value, "last": value, "n": np.ones(n, np.int64)}
+    step, value, lo, hi, count = (a[lo_i:hi_i] for a in (step, value, lo, hi, count))
+    k = len(step)
+    if k <= buckets:
+        return True, {"step": step, "min": lo, "max": hi, "last": value, "n": count}
     first, span = int(step[0]), int(step[-1]) - int(step[0]) + 1
     width = -(-span // buckets)  # whole steps, ceil
     which = (step - first) // width
     starts = np.concatenate(([0], np.flatnonzero(np.diff(which)) + 1))
-    ends = np.concatenate((starts[1:], [n]))
-    finite = np.isfinite(value)
-    mn = np.minimum.reduceat(np.where(finite, value, np.inf), starts)
-    mx = np.maximum.reduceat(np.where(finite, value, -np.inf), starts)
-    none = np.add.reduceat(finite.astype(np.int64), starts) == 0
-    mn[none] = np.nan
-    mx[none] = np.nan
-    return False, {"step": step[ends - 1], "min": mn, "max": mx, "last": value[ends - 1], "n": ends - starts}
+    ends = np.concatenate((starts[1:], [k]))
+    mn = np.fmin.reduceat(np.where(np.isfinite(lo), lo, np.nan), starts)  # fmin/fmax: NaN only where all are
+    mx = np.fmax.reduceat(np.where(np.isfinite(hi), hi, np.nan), starts)
+    return False, {"step": step[ends - 1], "min": mn, "max": mx, "last": value[ends - 1],
+                   "n": np.add.reduceat(count, starts)}

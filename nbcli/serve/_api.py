@@ -171,6 +171,8 @@ class Api:
     # -- series -----------------------------------------------------------------------
 
     def scalars(self, request: Request) -> Response:
+        import numpy as np
+
         from ..series import step_buckets
 
         served = self.catalog.run(request.path_params["run_id"])
@@ -179,15 +181,24 @@ class Api:
         buckets = _int(request, "buckets", DEFAULT_BUCKETS, 1, MAX_BUCKETS)
         start, end = _range(request)
         assert rank is not None and buckets is not None
-        live = served.live()
-        step, value = served.points(tag, rank)
-        exact, cols = step_buckets(step, value, buckets, start, end)
+        envs = served.envelopes(rank)
+        if envs is not None:  # a big rank: its envelope's segments, bucketed again
+            e = envs.get(tag)
+            if e is None:
+                exact, cols = step_buckets(np.zeros(0, np.int64), np.zeros(0), buckets, start, end)
+            else:
+                exact, cols = step_buckets(e.last_step, e.last, buckets, start, end, lo=e.lo, hi=e.hi, n=e.count)
+                exact = exact and bool((e.count <= 1).all())
+        else:
+            step, value = served.points(tag, rank)
+            exact, cols = step_buckets(step, value, buckets, start, end)
         return answer({
             "run": served.id, "tag": tag, "rank": rank, "exact": exact,
-            "last_step": live.last_step(rank), "points": int(cols["n"].sum()),
+            "last_step": served.last_step(rank), "points": int(cols["n"].sum()),
+            "summary": "envelope" if envs is not None else None,
             "series": {"step": cols["step"].tolist(), "min": cols["min"].tolist(), "max": cols["max"].tolist(),
                        "last": cols["last"].tolist()},
-            "damage": live.damage(),
+            "damage": served.live().damage(),
         })
 
     def band(self, request: Request) -> Response:
@@ -200,13 +211,14 @@ class Api:
         buckets = _int(request, "buckets", DEFAULT_BUCKETS, 1, MAX_BUCKETS)
         start, end = _range(request)
         assert buckets is not None
-        frame = served.frame(tag, None, start, end)
+        frame, summarised = served.frame(tag, None, start, end)
         finite = frame.filter(frame["value"].is_finite()) if len(frame) else frame
         grid = S.make_grid(finite["x"].to_numpy() if len(finite) else np.zeros(0), buckets)
         b = S.band(S.buckets(frame, grid), grid)
         return answer({
             "run": served.id, "tag": tag, "exact": not grid.bucketed, "ranks": b.ranks,
-            "outlier": b.outlier, "points": len(frame),
+            "outlier": b.outlier, "points": len(frame) if not summarised else None,
+            "summary": "envelope" if summarised else None,
             "series": {"step": [int(x) for x in grid.x().tolist()], "median": b.line.tolist(), "min": b.lo.tolist(),
                        "max": b.hi.tolist(),
                        "outlier": b.outlier_line.tolist() if b.outlier_line is not None else None},
@@ -248,8 +260,15 @@ class Api:
         assert buckets is not None
         served = [self.catalog.run(i) for i in ids]
         ranks = None if rank is None else [rank]
-        frames = [(s.id, f) for s in served if len(f := s.frame(tag, ranks, start, end))]
+        frames, summarised = [], []
+        for s in served:
+            f, summary = s.frame(tag, ranks, start, end)
+            if len(f):
+                frames.append((s.id, f))
+            if summary:
+                summarised.append(s.id)
         out = scalar_chart(tag, frames, buckets)
+        out["summarised"] = summarised  # runs drawn from envelopes: the band, not the points
         out["damage"] = {s.id: d for s in served if (d := s.live().damage())}
         return answer(out)
 

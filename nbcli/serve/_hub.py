@@ -8,7 +8,9 @@ run by its id, which is looked up there, never joined to a path: ``..``, an abso
 path or a link out of the root names no run. :class:`ServedRun` keeps one run's
 :class:`nblog.reader.LiveRun`, refreshed at most every :data:`REFRESH_S` seconds however
 many requests and streams ask, so the bytes a job appends are read once, and only those
-(never the whole run again). Requests run in worker threads; each run has its own lock.
+(never the whole run again); a rank with :data:`BIG_RANK_BYTES` of event logs or more is
+drawn from the writer's envelope sidecars instead, so memory is bounded by what is shown,
+not by the run's length. Requests run in worker threads; each run has its own lock.
 """
 
 from __future__ import annotations
@@ -23,12 +25,16 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import numpy as np
 
-    from nblog.reader import LiveRun
+    from nblog.reader import Envelope, LiveRun
 
 #: The most often a run's files are looked at for new bytes (seconds).
 REFRESH_S = 0.5
 #: How long a listing of the runs is reused (seconds): a new run shows within this.
 LISTING_S = 2.0
+#: A rank whose event logs hold at least this many bytes (about 5M points) is drawn from the
+#: writer's envelope sidecars (:func:`nblog.reader.read_envelopes`) instead of its points:
+#: memory and first paint then do not grow with the run's length.
+BIG_RANK_BYTES = 64 << 20
 
 
 class NoSuchRun(LookupError):
@@ -166,6 +172,8 @@ class ServedRun:
         self._checked = -1e18
         self.version = 0  # grows whenever a refresh found something new
         self._feed: Feed | None = None
+        self._env_lock = threading.Lock()
+        self._envs: dict[int, tuple[float, dict[str, Envelope] | None]] = {}
 
     def live(self) -> LiveRun:
         """The run's :class:`nblog.reader.LiveRun`, no older than :data:`REFRESH_S`."""
@@ -193,13 +201,51 @@ class ServedRun:
         """The ranks with an event log."""
         return self.live().ranks()
 
+    def log_bytes(self, rank: int) -> int:
+        """Bytes of ``rank``'s event logs, all sessions."""
+        from nblog.reader.lowlevel import event_files
+
+        size = 0
+        for (r, _s), path in event_files(self.dir).items():
+            if r == rank:
+                try:
+                    size += os.stat(path).st_size
+                except OSError:
+                    pass
+        return size
+
+    def envelopes(self, rank: int) -> dict[str, Envelope] | None:
+        """The envelopes of a big rank (event logs of :data:`BIG_RANK_BYTES` or more whose
+        sidecars cover all but a quarter of them), no older than :data:`REFRESH_S`; None
+        for a rank drawn from its points."""
+        from nblog.reader import read_envelopes
+
+        with self._env_lock:
+            got = self._envs.get(rank)
+            if got is not None and self._clock() - got[0] < REFRESH_S:
+                return got[1]
+            size = self.log_bytes(rank)
+            envs = read_envelopes(self.dir, None, rank, max_log_bytes=size // 4) if size >= BIG_RANK_BYTES else None
+            self._envs[rank] = (self._clock(), envs)
+            return envs
+
     def scalar_tags(self) -> list[str]:
         """Every scalar tag with a point on any rank, sorted."""
-        live = self.live()
         tags: set[str] = set()
-        for r in live.ranks():
-            tags.update(live.tags(r, "scalar"))
+        for r in self.ranks():
+            envs = self.envelopes(r)
+            tags.update(envs if envs is not None else self.live().tags(r, "scalar"))
         return sorted(tags)
+
+    def last_step(self, rank: int) -> int | None:
+        """``rank``'s last step (:meth:`nblog.reader.LiveRun.last_step`; a big rank's: its
+        envelopes' highest step)."""
+        envs = self.envelopes(rank)
+        if envs is not None:
+            return max((int(e.last_step.max()) for e in envs.values() if len(e)), default=None)
+        live = self.live()
+        live.series(rank, [], "scalar")  # the rank loaded
+        return live.last_step(rank)
 
     def points(self, tag: str, rank: int, kind: str = "scalar") -> tuple[np.ndarray, np.ndarray]:
         """(steps int64, values float64) of ``tag`` on ``rank``, hidden points left out,
@@ -208,16 +254,28 @@ class ServedRun:
         return s.step.copy(), s.value.copy()
 
     def frame(self, tag: str, ranks: Sequence[int] | None = None, start: float | None = None,
-              end: float | None = None) -> Any:
-        """A Polars frame with columns rank, x (step), value of ``tag`` on ``ranks`` (None:
-        every rank), the steps in [start, end] only when given (the frame
-        :mod:`nbcli.series` buckets)."""
+              end: float | None = None) -> tuple[Any, bool]:
+        """``(frame, summarised)``: a Polars frame with columns rank, x (step), value of
+        ``tag`` on ``ranks`` (None: every rank), the steps in [start, end] only when given
+        (the frame :mod:`nbcli.series` buckets). A big rank (:meth:`envelopes`) gives two
+        rows a segment of its envelope, (first step, min) and (last step, max), and
+        ``summarised`` is True: a display summary, not its points."""
         import numpy as np
         import polars as pl
 
         parts = []
+        summarised = False
         for r in self.ranks() if ranks is None else ranks:
-            step, value = self.points(tag, r)
+            envs = self.envelopes(r)
+            if envs is not None:
+                summarised = True
+                e = envs.get(tag)
+                if e is None:
+                    continue
+                step = np.concatenate([e.first_step, e.last_step])
+                value = np.concatenate([e.lo, e.hi])
+            else:
+                step, value = self.points(tag, r)
             keep = np.ones(len(step), bool)
             if start is not None:
                 keep &= step >= start
@@ -227,8 +285,8 @@ class ServedRun:
                 parts.append(pl.DataFrame({"rank": np.full(int(keep.sum()), r, np.int32), "x": step[keep],
                                            "value": value[keep]}))
         if not parts:
-            return pl.DataFrame(schema={"rank": pl.Int32, "x": pl.Int64, "value": pl.Float64})
-        return pl.concat(parts)
+            return pl.DataFrame(schema={"rank": pl.Int32, "x": pl.Int64, "value": pl.Float64}), summarised
+        return pl.concat(parts), summarised
 
 
 class Feed:
@@ -293,4 +351,4 @@ class Feed:
         return list(grouped.values())
 
 
-__all__ = ["LISTING_S", "REFRESH_S", "Catalog", "Feed", "NoSuchRun", "Scope", "ServedRun", "resolve_scope"]
+__all__ = ["BIG_RANK_BYTES", "LISTING_S", "REFRESH_S", "Catalog", "Feed", "NoSuchRun", "Scope", "ServedRun", "resolve_scope"]
