@@ -121,7 +121,11 @@ def make_run(*, project: str, name: str | None, rid: str, run_dir: str, ranks: R
             on_progress=on_progress,
             media_sink=run._media_sink,
             buffers=(run._points, run._texts, run._media, run._tag_defs),
-            summary=runfile.data.get("summary", {}) if runfile is not None else None,
+            # rank 0 folds the run summary (run.json's); another rank that logs scalars
+            # (scalars_all_ranks) folds one of its own, never written anywhere, for what
+            # the fold feeds: its envelope sidecar (viewers draw its band without its points)
+            summary=runfile.data.get("summary", {}) if runfile is not None
+            else ({} if settings.scalars_all_ranks else None),
         )
         return writer
 

@@ -28,7 +28,10 @@ or the same tags in the same order at every step): strided views of the records
 with the progress update (``on_progress`` reads :meth:`Writer.summary`), never per point.
 The same fold feeds the envelope sidecar (``nblog/format/_envelope.py``): per tag and
 chunk one min/max segment, written beside the log (temp file + rename) at most every 30 s
-and at session end, once the log holds 4 MiB; viewers draw a first plot from it.
+and at session end, once the log holds 4 MiB; viewers draw a first plot from it. The other
+ranks that log scalars (``scalars_all_ranks``) fold a summary of their own (``summary={}``,
+read by no one) so that their logs have sidecars too: ``nb serve`` draws a band of many
+long ranks from them.
 
 Files are created with ``O_CREAT | O_EXCL | O_NOFOLLOW`` (``nblog/format/_filesafety.py``:
 never through a symbolic link someone placed there) and opened for append; a failed write is cut back with

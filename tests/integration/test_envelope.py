@@ -173,3 +173,45 @@ def test_a_resumed_session_hides_the_segments_it_replaces(tmp_path):
 
     check(Envelope("m/1", 0, one.first_step[keep], one.last_step[keep], one.lo[keep], one.hi[keep],
                    one.last[keep], one.count[keep], one.session[keep], 0), s1)
+
+
+_RANK = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, sys.argv[2])
+    import nblog as nb
+    from test_envelope import log_steps
+    run = nb.init("env", run_id="all-00000001", root=sys.argv[1], system=False, scalars_all_ranks=sys.argv[3] == "1")
+    log_steps(run, range(40_000))
+    run.finish()
+""")
+
+
+def test_every_rank_that_logs_scalars_leaves_a_sidecar_of_its_own(tmp_path):
+    """With scalars_all_ranks, rank 1's log is as long as rank 0's: its writer keeps an
+    envelope too (a band of many long ranks is drawn from sidecars, not points); run.json's
+    summary stays rank 0's."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    for all_ranks in ("1", "0"):
+        root = tmp_path / all_ranks
+        procs = []
+        for rank in (0, 1):
+            env = {k: v for k, v in os.environ.items() if not k.startswith(("RANK", "LOCAL_RANK", "WORLD_SIZE",
+                                                                               "LOCAL_WORLD_SIZE", "NB_"))}
+            env.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", LOCAL_WORLD_SIZE="2")
+            procs.append(subprocess.Popen([sys.executable, "-c", _RANK, str(root), here, all_ranks], env=env,
+                                          stderr=subprocess.PIPE, text=True))
+        for p in procs:
+            assert p.wait(240) == 0, p.stderr.read() if p.stderr else ""
+        run_dir = root / "env" / "all-00000001"
+        if all_ranks == "0":
+            assert not (run_dir / "envelope.r1.s0.bin").exists() and not (run_dir / "events.r1.s0.log").exists()
+            continue
+        assert (run_dir / "envelope.r1.s0.bin").exists()
+        envs = read_envelopes(run_dir, None, rank=1)
+        df = RunReader(run_dir).scalars(rank=1)
+        assert sorted(envs) == [f"m/{k}" for k in range(TAGS)]
+        for tag, env in envs.items():
+            assert env.log_bytes_read == 0 and env.rank == 1
+            check(env, df.filter(pl.col("tag") == tag))
+        summary = nb.reader.run_row(str(run_dir))  # run.json: rank 0's summary, as before
+        assert summary["last_step"] == 39_999
