@@ -8,6 +8,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 from collections.abc import Iterator
 from typing import Annotated, Any
 
@@ -38,13 +39,18 @@ def _url(host: str, port: int, token: str) -> str:
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
-def _server_class(uvicorn: Any, early: list[int]) -> Any:
+def _server_class(uvicorn: Any, early: list[int], stopping: threading.Event) -> Any:
     """uvicorn's Server, ending with exit status 0 on SIGINT and SIGTERM: uvicorn shuts
     down gracefully on both, then raises the signal again (the status would say killed);
     a server that was asked to stop has done its job. ``early``: the signals that came
-    between the address line and the start (the server stops at once)."""
+    between the address line and the start (the server stops at once); ``stopping`` is
+    set on the first signal (the event streams end)."""
 
     class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            stopping.set()
+            super().handle_exit(sig, frame)
+
         @contextlib.contextmanager
         def capture_signals(self) -> Iterator[None]:
             before = {sig: signal.signal(sig, self.handle_exit) for sig in _STOP_SIGNALS}
@@ -129,13 +135,14 @@ def serve(
     if not _loopback(host):
         warn(f"listening on {host}, not on a loopback address: other machines can reach this server "
              "(the token still guards every request; on a shared machine prefer ssh -L)")
-    gate = make_app(Catalog(scope), token, bound)
+    stopping = threading.Event()
+    gate = make_app(Catalog(scope), token, bound, stopping)
     config = uvicorn.Config(gate, log_level="warning", access_log=False, lifespan="off",
                             timeout_graceful_shutdown=2, ws="none")
     early: list[int] = []
     for sig in _STOP_SIGNALS:  # a script may stop the server as soon as it read the address line
         signal.signal(sig, lambda sig, _frame: early.append(sig))
-    server = _server_class(uvicorn, early)(config)
+    server = _server_class(uvicorn, early, stopping)(config)
     print(f"nb serve: {_url(host, bound, token)}", flush=True)
     server.run(sockets=[sock])
     sys.stdout.flush()

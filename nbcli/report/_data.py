@@ -283,7 +283,7 @@ def images(reader: RunReader, limit: int = MAX_IMAGES, per_tag: int = IMAGES_PER
     return {"rows": rows, "total": total, "failed": failed}
 
 
-def build(readers: Sequence, *, max_buckets: int = MAX_BUCKETS, scalars: bool = True) -> dict:
+def build(readers: Sequence, *, max_buckets: int = MAX_BUCKETS, scalars: bool = True, details: bool = True) -> dict:
     """Everything the page shows for ``readers`` (one :class:`nblog.RunReader` each).
 
     Args:
@@ -291,6 +291,9 @@ def build(readers: Sequence, *, max_buckets: int = MAX_BUCKETS, scalars: bool = 
         max_buckets: buckets of a chart's x axis.
         scalars: make the scalar charts (``nb serve`` leaves them out: its page asks for
             each chart as it comes into view, from the points it keeps up to date).
+        details: read timers, system metrics, text and images (False: each run's info
+            alone, those lists empty: what ``nb serve``'s page draws first; they read
+            every rank's event logs).
 
     Returns a JSON-able dict: runs (info, timers, system, text, images per run, and
     damage: the damaged bytes of its event logs that the reads skipped,
@@ -304,10 +307,10 @@ def build(readers: Sequence, *, max_buckets: int = MAX_BUCKETS, scalars: bool = 
     runs = []
     for r in readers:
         info = run_info(r)
-        info["timers"] = timer_maps(r)
-        info["system"] = system_charts(r, max_buckets)
-        info["text"] = texts(r)
-        info["images"] = images(r)
+        info["timers"] = timer_maps(r) if details else []
+        info["system"] = system_charts(r, max_buckets) if details else []
+        info["text"] = texts(r) if details else {"rows": [], "total": 0}
+        info["images"] = images(r) if details else {"rows": [], "total": 0, "failed": 0}
         runs.append(info)
     charts = scalar_charts(readers, max_buckets) if scalars else []
     for info, r in zip(runs, readers, strict=True):  # every read is done: what each skipped as damaged

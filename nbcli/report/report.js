@@ -438,13 +438,15 @@
     });
   }
 
-  /* the whole page for data (the dict of nbcli/report/_data.py's build) */
-  function draw(data) {
+  /* the page for data (the dict of nbcli/report/_data.py's build): every section, or
+     those named in parts (nb serve draws the runs first, the rest when it arrives) */
+  var SECTIONS = { runs: runs, scalars: scalars, timers: timers, system: system, text: texts, images: images };
+  function draw(data, parts) {
     DATA = data;
     window.nbData = DATA;
     main = document.getElementById("main");
     toc = document.getElementById("toc");
-    runs(); scalars(); timers(); system(); texts(); images();
+    (parts || ["runs", "scalars", "timers", "system", "text", "images"]).forEach(function (p) { SECTIONS[p](); });
   }
   /* what nb serve's page (serve.js) draws with: one chart code base for both pages */
   window.nbReport = { draw: draw, el: el, fmt: fmt, fmtInt: fmtInt, fmtTime: fmtTime, count: count, table: table,

@@ -17,8 +17,10 @@ the two streams are asynchronous generators that hand each poll to a thread.
 ``GET /api/runs/{id}/timers``      the timers as rank × step heat maps, stragglers named by
                                    the one rule (``nb timers``)
 ``GET /api/runs/{id}/stream``      ``text/event-stream`` of the points flushed from now on
-``GET /api/page``                  ``runs=ID,ID``: the data of ``nb report``'s page for those
-                                   runs, scalar charts left to ``/api/chart``
+``GET /api/page``                  ``runs=ID,ID&part=info|details|all``: the data of ``nb
+                                   report``'s page for those runs, scalar charts left to
+                                   ``/api/chart`` (info: runs and tags, quick; details:
+                                   timers, system metrics, text, images)
 ``GET /api/chart``                 ``runs=ID,ID&tag=T&buckets=N&start=S&end=E&rank=K``: one
                                    chart of the page (every run's median line, band and
                                    outlier; one rank's line with ``rank``)
@@ -37,6 +39,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -126,8 +129,9 @@ def _range(request: Request) -> tuple[float | None, float | None]:
 class Api:
     """The handlers of the API over one :class:`~._hub.Catalog`."""
 
-    def __init__(self, catalog: Catalog):
+    def __init__(self, catalog: Catalog, stopping: threading.Event | None = None):
         self.catalog = catalog
+        self.stopping = stopping or threading.Event()  # set when the server stops: streams end
 
     # -- runs -------------------------------------------------------------------------
 
@@ -243,10 +247,14 @@ class Api:
         from ..report._data import build
 
         ids = _run_ids(request)
+        part = request.query_params.get("part") or "all"
+        if part not in ("info", "details", "all"):
+            raise BadRequest(f"part is info, details or all, not {part[:40]!r}")
         served = [self.catalog.run(i) for i in ids]
         readers = [RunReader(s.dir) for s in served]
-        data = build(readers, scalars=False)
-        data["tags"] = sorted({t for s in served for t in s.scalar_tags()})
+        data = build(readers, scalars=False, details=part != "info")
+        if part != "details":
+            data["tags"] = sorted({t for s in served for t in s.scalar_tags()})
         return answer(data)
 
     def chart(self, request: Request) -> Response:
@@ -292,13 +300,14 @@ class Api:
         from starlette.responses import StreamingResponse
 
         served = [self.catalog.run(i) for i in ids]  # 404 before the stream starts
-        return StreamingResponse(_events(request, served), media_type="text/event-stream",
+        return StreamingResponse(_events(request, served, self.stopping), media_type="text/event-stream",
                                  headers={"cache-control": "no-store", "x-accel-buffering": "no"})
 
 
-async def _events(request: Request, served: list) -> AsyncIterator[str]:
+async def _events(request: Request, served: list, stopping: threading.Event) -> AsyncIterator[str]:
     """The event stream: ``retry`` first, then one ``data:`` line per event (a JSON object:
-    run, tag, rank, step and value lists), a comment every :data:`KEEPALIVE_S` seconds."""
+    run, tag, rank, step and value lists), a comment every :data:`KEEPALIVE_S` seconds;
+    it ends when the client goes or the server stops (``stopping``)."""
     import anyio
     import anyio.to_thread
 
@@ -316,7 +325,7 @@ async def _events(request: Request, served: list) -> AsyncIterator[str]:
     await anyio.to_thread.run_sync(poll)  # from here on: what is flushed after the stream opened ...
     yield "retry: 2000\n: nb serve stream\n\n"  # ... which a client knows once it reads this
     quiet = 0.0
-    while not await request.is_disconnected():
+    while not stopping.is_set() and not await request.is_disconnected():
         await anyio.sleep(REFRESH_S)
         events = await anyio.to_thread.run_sync(poll)
         for e in events:

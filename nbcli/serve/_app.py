@@ -9,6 +9,7 @@ request names a path on disk.
 
 from __future__ import annotations
 
+import threading
 from importlib import resources
 from typing import TYPE_CHECKING
 
@@ -36,7 +37,7 @@ def _read(package: str, name: str) -> bytes:
     return resources.files(package).joinpath(name).read_bytes()
 
 
-def make_app(catalog: Catalog, token: str, port: int = 0) -> TokenGate:
+def make_app(catalog: Catalog, token: str, port: int = 0, stopping: threading.Event | None = None) -> TokenGate:
     """The application serving ``catalog``'s runs to holders of ``token``.
 
     Args:
@@ -44,6 +45,8 @@ def make_app(catalog: Catalog, token: str, port: int = 0) -> TokenGate:
         token: the token every request must carry.
         port: the port served (names the token cookie; set ``.port`` on the returned gate
             after binding to port 0).
+        stopping: set when the server stops: the event streams end (else a graceful
+            shutdown would wait for them, then cancel them).
 
     Returns:
         The ASGI application (a :class:`._security.TokenGate` in front of Starlette).
@@ -53,7 +56,7 @@ def make_app(catalog: Catalog, token: str, port: int = 0) -> TokenGate:
     from starlette.responses import Response
     from starlette.routing import Route
 
-    api = Api(catalog)
+    api = Api(catalog, stopping)
     assets = {name: (_read(pkg, file), media) for name, (pkg, file, media) in ASSETS.items()}
     page = _read("nbcli.serve", "serve.html")
 

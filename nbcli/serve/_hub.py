@@ -321,7 +321,7 @@ class Feed:
             if self._clock() - self._polled >= REFRESH_S:
                 self._polled = self._clock()
                 first = self._files is None
-                got = self._poll()
+                got = self._poll(first)
                 if got and not first:
                     self._seq += 1
                     self._batches.append((self._seq, got))
@@ -330,7 +330,7 @@ class Feed:
             out = [e for n, batch in self._batches if n > seq for e in batch]
             return self._seq, out
 
-    def _poll(self) -> list[dict]:
+    def _poll(self, first: bool) -> list[dict]:
         from nblog.reader import Follower
         from nblog.reader.lowlevel import WINDOW, RankFiles
 
@@ -342,6 +342,9 @@ class Feed:
                 self._followers[rank] = Follower(self.dir, rank=rank, kinds=("scalar",), files=self._files)
         grouped: dict[tuple[int, str], dict] = {}
         for rank, follower in sorted(self._followers.items()):
+            if first:  # to the end of what is there, decoding none of it (a 100M-point log: a walk of its frames)
+                follower.poll(last=0)
+                continue
             for ev in follower.stream(last=1 << 62):  # one by one: memory bounded by a read window
                 e = grouped.get((rank, ev.tag))
                 if e is None:

@@ -274,8 +274,8 @@
   function runView() {
     document.getElementById("title").textContent = ids.join(", ");
     document.title = "nb serve: " + ids.join(", ");
-    get("api/page?" + q({ runs: ids.join(",") })).then(function (data) {
-      R.draw(data);
+    get("api/page?" + q({ runs: ids.join(","), part: "info" })).then(function (data) {
+      R.draw(data, ["runs"]);
       var ranks = {};
       data.runs.forEach(function (r) { (r.ranks || []).forEach(function (k) { ranks[k] = true; }); });
       var sel = document.getElementById("rank");
@@ -285,8 +285,15 @@
       sel.addEventListener("change", function () { Object.keys(cards).forEach(function (t) { if (cards[t].c) fetchChart(t); }); });
       scalarSection(data.tags || []);
       if (!(data.tags || []).length) window.nbServeReady = true;
-      if (ids.length >= 2) get("api/diff?" + q({ runs: ids.join(",") })).then(diffSection, function () {});
       live();
+      /* timers, system metrics, text and images read every rank's logs: drawn when they come */
+      get("api/page?" + q({ runs: ids.join(","), part: "details" })).then(function (more) {
+        R.draw(more, ["timers", "system", "text", "images"]);
+        window.nbDetailsReady = true;
+        if (ids.length >= 2) return get("api/diff?" + q({ runs: ids.join(",") })).then(diffSection);
+      }).catch(function (e) {
+        document.getElementById("main").appendChild(el("p", { cls: "note bad", text: e.message }));
+      });
     }, function (e) {
       document.getElementById("main").appendChild(el("p", { cls: "note bad", text: e.message }));
       window.nbServeReady = true;
