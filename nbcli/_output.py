@@ -410,8 +410,7 @@ def _json_pieces(obj: Any, indent: int | None) -> Iterator[str]:
     document (nor the copies escaping and encoding it would make); anything else whole.
     Character for character what ``json.dumps(..., indent=indent)`` writes."""
     if type(indent) is not int or not isinstance(obj, list) or not obj:
-        yield _JSON_UNSAFE.sub(_json_escape, json.dumps(_finite(obj), indent=indent, ensure_ascii=False,
-                                                        allow_nan=False, default=str))
+        yield _JSON_UNSAFE.sub(_json_escape, _dumps(obj, indent))
         return
     outer = " " * indent
     yield "[\n"
@@ -427,6 +426,16 @@ def _json_pieces(obj: Any, indent: int | None) -> Iterator[str]:
             yield ",\n"
         yield _JSON_UNSAFE.sub(_json_escape, ",\n".join(items))
     yield "\n]"
+
+
+def _dumps(obj: Any, indent: int | None) -> str:
+    """``json.dumps`` of ``obj`` with non-finite floats as :func:`_finite` writes them; the
+    walk that replaces them only when there is one (json.dumps refuses it: a 20,000-run
+    listing is 8 MB of JSON in a tenth of the time the walk alone takes)."""
+    try:
+        return json.dumps(obj, indent=indent, ensure_ascii=False, allow_nan=False, default=str)
+    except ValueError:
+        return json.dumps(_finite(obj), indent=indent, ensure_ascii=False, allow_nan=False, default=str)
 
 
 def _json_escape(m: re.Match) -> str:

@@ -8,7 +8,7 @@ run by its id, which is looked up there, never joined to a path: ``..``, an abso
 path or a link out of the root names no run. :class:`ServedRun` keeps one run's
 :class:`nblog.reader.LiveRun`, refreshed at most every :data:`REFRESH_S` seconds however
 many requests and streams ask, so the bytes a job appends are read once, and only those
-(never the whole run again); a rank with :data:`BIG_RANK_BYTES` of event logs or more is
+(never the whole run again); a run with :data:`BIG_RUN_BYTES` of event logs or more is
 drawn from the writer's envelope sidecars instead, so memory is bounded by what is shown,
 not by the run's length. Requests run in worker threads; each run has its own lock.
 """
@@ -31,10 +31,11 @@ if TYPE_CHECKING:
 REFRESH_S = 0.5
 #: How long a listing of the runs is reused (seconds): a new run shows within this.
 LISTING_S = 2.0
-#: A rank whose event logs hold at least this many bytes (about 5M points) is drawn from the
-#: writer's envelope sidecars (:func:`nblog.reader.read_envelopes`) instead of its points:
-#: memory and first paint then do not grow with the run's length.
-BIG_RANK_BYTES = 64 << 20
+#: A run whose event logs hold at least this many bytes (about 5M points), all ranks
+#: together, is drawn from the writer's envelope sidecars (:func:`nblog.reader.read_envelopes`)
+#: where its ranks have them, instead of their points: memory and first paint then do not
+#: grow with the run's length or its ranks.
+BIG_RUN_BYTES = 64 << 20
 
 
 class NoSuchRun(LookupError):
@@ -174,6 +175,7 @@ class ServedRun:
         self._feed: Feed | None = None
         self._env_lock = threading.Lock()
         self._envs: dict[int, tuple[float, dict[str, Envelope] | None]] = {}
+        self._sized: tuple[float, dict[int, int]] = (-1e18, {})
 
     def live(self) -> LiveRun:
         """The run's :class:`nblog.reader.LiveRun`, no older than :data:`REFRESH_S`."""
@@ -201,31 +203,36 @@ class ServedRun:
         """The ranks with an event log."""
         return self.live().ranks()
 
-    def log_bytes(self, rank: int) -> int:
-        """Bytes of ``rank``'s event logs, all sessions."""
+    def log_bytes(self) -> dict[int, int]:
+        """Bytes of each rank's event logs, all sessions, no older than :data:`REFRESH_S`."""
         from nblog.reader.lowlevel import event_files
 
-        size = 0
-        for (r, _s), path in event_files(self.dir).items():
-            if r == rank:
+        with self._env_lock:
+            if self._clock() - self._sized[0] < REFRESH_S:
+                return self._sized[1]
+            sizes: dict[int, int] = {}
+            for (r, _s), path in event_files(self.dir).items():
                 try:
-                    size += os.stat(path).st_size
+                    sizes[r] = sizes.get(r, 0) + os.stat(path).st_size
                 except OSError:
                     pass
-        return size
+            self._sized = (self._clock(), sizes)
+            return sizes
 
     def envelopes(self, rank: int) -> dict[str, Envelope] | None:
-        """The envelopes of a big rank (event logs of :data:`BIG_RANK_BYTES` or more whose
-        sidecars cover all but a quarter of them), no older than :data:`REFRESH_S`; None
-        for a rank drawn from its points."""
+        """The envelopes of ``rank`` of a big run (:data:`BIG_RUN_BYTES` of event logs or
+        more) whose sidecars cover all but a quarter of its logs, no older than
+        :data:`REFRESH_S`; None for a rank drawn from its points."""
         from nblog.reader import read_envelopes
 
+        sizes = self.log_bytes()
         with self._env_lock:
             got = self._envs.get(rank)
             if got is not None and self._clock() - got[0] < REFRESH_S:
                 return got[1]
-            size = self.log_bytes(rank)
-            envs = read_envelopes(self.dir, None, rank, max_log_bytes=size // 4) if size >= BIG_RANK_BYTES else None
+            size = sizes.get(rank, 0)
+            big = sum(sizes.values()) >= BIG_RUN_BYTES
+            envs = read_envelopes(self.dir, None, rank, max_log_bytes=size // 4) if big and size else None
             self._envs[rank] = (self._clock(), envs)
             return envs
 
@@ -354,4 +361,4 @@ class Feed:
         return list(grouped.values())
 
 
-__all__ = ["BIG_RANK_BYTES", "LISTING_S", "REFRESH_S", "Catalog", "Feed", "NoSuchRun", "Scope", "ServedRun", "resolve_scope"]
+__all__ = ["BIG_RUN_BYTES", "LISTING_S", "REFRESH_S", "Catalog", "Feed", "NoSuchRun", "Scope", "ServedRun", "resolve_scope"]

@@ -62,7 +62,7 @@ def long_run(tmp_path_factory):
 
 
 def test_a_long_rank_is_drawn_from_its_envelope_without_loading_its_points(long_run, monkeypatch):
-    monkeypatch.setattr(_hub, "BIG_RANK_BYTES", 1 << 20)
+    monkeypatch.setattr(_hub, "BIG_RUN_BYTES", 1 << 20)
     catalog = Catalog(Scope(str(long_run)))
     api = Api(catalog)
     got = json.loads(api.scalars(request({"run_id": "long-00000001"}, tag="loss", buckets=400)).body)
