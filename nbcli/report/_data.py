@@ -101,16 +101,20 @@ def _scalar_tags(reader: RunReader) -> list[str]:
     return sorted(names)
 
 
-def scalar_chart(tag: str, frames: Sequence[tuple[str, pl.DataFrame]], max_buckets: int = MAX_BUCKETS) -> dict:
+def scalar_chart(tag: str, frames: Sequence[tuple[str, pl.DataFrame]], max_buckets: int = MAX_BUCKETS,
+                 axis: str = "step") -> dict:
     """One chart: each run's line (median across its ranks), band and non-finite points.
 
     Args:
         tag: the tag's name.
-        frames: ``(run id, frame)`` pairs; each frame has columns rank, x (step), value.
+        frames: ``(run id, frame)`` pairs; each frame has columns rank, x (by ``axis``), value.
         max_buckets: buckets of the shared x axis.
+        axis: what x is: "step", "wall" (unix seconds: the chart has a time axis, ``time``
+            True) or "active" (seconds of the run's sessions).
     """
+    steps = axis == "step"
     xs = np.concatenate([f["x"].to_numpy() for _id, f in frames]) if frames else np.zeros(0)
-    grid = S.make_grid(xs, max_buckets)
+    grid = S.make_grid(xs, max_buckets, integer=steps)
     series = []
     for run_id, f in frames:
         b = S.band(S.buckets(f, grid), grid)
@@ -130,7 +134,8 @@ def scalar_chart(tag: str, frames: Sequence[tuple[str, pl.DataFrame]], max_bucke
                 "nonfinite_total": bad_total,
             }
         )
-    return {"tag": tag, "bucketed": grid.bucketed, "x": positions(grid.x(), True), "series": series}
+    return {"tag": tag, "bucketed": grid.bucketed, "x": positions(grid.x(), steps), "series": series,
+            "axis": axis, "time": axis == "wall"}
 
 
 def scalar_charts(readers: Sequence, max_buckets: int = MAX_BUCKETS) -> list[dict]:

@@ -272,8 +272,9 @@
         "each segment of the long event log), not from every point: a spike stays visible, zooming shows segments" }));
     }
     var pts = ch.series.reduce(function (a, sr) { return a + sr.points; }, 0);
-    notes.push(el("div", { cls: "note", text: count(pts, "point") + (ch.bucketed ? ", shown as " + count(ch.x.length, "bucket") + " of " + count(ch.x.length > 1 ? ch.x[1] - ch.x[0] : 1, "step") : pts > 1 ? ", every point shown" : "") }));
-    return { def: { x: ch.x, bucketed: ch.bucketed, lines: lines, marks: marks }, notes: notes };
+    var unit = ch.axis && ch.axis !== "step" ? "second" : "step";
+    notes.push(el("div", { cls: "note", text: count(pts, "point") + (ch.bucketed ? ", shown as " + count(ch.x.length, "bucket") + " of " + count(ch.x.length > 1 ? +(ch.x[1] - ch.x[0]).toPrecision(3) : 1, unit) : pts > 1 ? ", every point shown" : "") }));
+    return { def: { x: ch.x, time: !!ch.time, bucketed: ch.bucketed, lines: lines, marks: marks }, notes: notes };
   }
   /* a card with the chart of one tag; setScalar(c, ch) draws it again with new data */
   function scalarCard(grid, ch, onSelect) {

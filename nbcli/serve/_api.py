@@ -21,9 +21,10 @@ the two streams are asynchronous generators that hand each poll to a thread.
                                    report``'s page for those runs, scalar charts left to
                                    ``/api/chart`` (info: runs and tags, quick; details:
                                    timers, system metrics, text, images)
-``GET /api/chart``                 ``runs=ID,ID&tag=T&buckets=N&start=S&end=E&rank=K``: one
-                                   chart of the page (every run's median line, band and
-                                   outlier; one rank's line with ``rank``)
+``GET /api/chart``                 ``runs=ID,ID&tag=T&buckets=N&start=S&end=E&rank=K&x=A``:
+                                   one chart of the page (every run's median line, band and
+                                   outlier; one rank's line with ``rank``; x: step, wall or
+                                   active seconds)
 ``GET /api/stream``                ``runs=ID,ID``: one event stream for several runs
 ``GET /api/diff``                  ``runs=ID,ID``: what ``nb diff --json`` gives
 =================================  ===========================================================
@@ -264,18 +265,21 @@ class Api:
         tag = _tag(request)
         buckets = _int(request, "buckets", DEFAULT_BUCKETS, 1, MAX_BUCKETS)
         rank = _int(request, "rank", None, 0, 1 << 30)
+        axis = request.query_params.get("x") or "step"
+        if axis not in ("step", "wall", "active"):
+            raise BadRequest(f"x is step, wall or active, not {axis[:40]!r}")
         start, end = _range(request)
         assert buckets is not None
         served = [self.catalog.run(i) for i in ids]
         ranks = None if rank is None else [rank]
         frames, summarised = [], []
         for s in served:
-            f, summary = s.frame(tag, ranks, start, end)
+            f, summary = s.frame(tag, ranks, start, end, axis)
             if len(f):
                 frames.append((s.id, f))
             if summary:
                 summarised.append(s.id)
-        out = scalar_chart(tag, frames, buckets)
+        out = scalar_chart(tag, frames, buckets, axis)
         out["summarised"] = summarised  # runs drawn from envelopes: the band, not the points
         out["damage"] = {s.id: d for s in served if (d := s.live().damage())}
         return answer(out)

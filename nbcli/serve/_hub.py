@@ -254,19 +254,22 @@ class ServedRun:
         live.series(rank, [], "scalar")  # the rank loaded
         return live.last_step(rank)
 
-    def points(self, tag: str, rank: int, kind: str = "scalar") -> tuple[np.ndarray, np.ndarray]:
-        """(steps int64, values float64) of ``tag`` on ``rank``, hidden points left out,
-        in file order (copies: safe to keep while the run grows)."""
+    def points(self, tag: str, rank: int, kind: str = "scalar", axis: str = "step") -> tuple[np.ndarray, np.ndarray]:
+        """(x, values float64) of ``tag`` on ``rank``, hidden points left out, in file order
+        (copies: safe to keep while the run grows); x by ``axis``: steps (int64), "wall"
+        (unix seconds) or "active" (seconds of the rank's sessions, float64)."""
         s = self.live().series(rank, [tag], kind)[tag]
-        return s.step.copy(), s.value.copy()
+        return (s.step if axis == "step" else getattr(s, axis)).copy(), s.value.copy()
 
     def frame(self, tag: str, ranks: Sequence[int] | None = None, start: float | None = None,
-              end: float | None = None) -> tuple[Any, bool]:
-        """``(frame, summarised)``: a Polars frame with columns rank, x (step), value of
-        ``tag`` on ``ranks`` (None: every rank), the steps in [start, end] only when given
-        (the frame :mod:`nbcli.series` buckets). A big rank (:meth:`envelopes`) gives two
-        rows a segment of its envelope, (first step, min) and (last step, max), and
-        ``summarised`` is True: a display summary, not its points."""
+              end: float | None = None, axis: str = "step") -> tuple[Any, bool]:
+        """``(frame, summarised)``: a Polars frame with columns rank, x (by ``axis``: step,
+        "wall" or "active" seconds), value of ``tag`` on ``ranks`` (None: every rank), the
+        x in [start, end] only when given (the frame :mod:`nbcli.series` buckets). A big
+        rank (:meth:`envelopes`) gives two rows a segment of its envelope, (first step,
+        min) and (last step, max), and ``summarised`` is True: a display summary, not its
+        points (steps only: an envelope has no times, and its rows are left out of a
+        chart against time)."""
         import numpy as np
         import polars as pl
 
@@ -277,12 +280,12 @@ class ServedRun:
             if envs is not None:
                 summarised = True
                 e = envs.get(tag)
-                if e is None:
+                if e is None or axis != "step":
                     continue
                 step = np.concatenate([e.first_step, e.last_step])
                 value = np.concatenate([e.lo, e.hi])
             else:
-                step, value = self.points(tag, r)
+                step, value = self.points(tag, r, axis=axis)
             keep = np.ones(len(step), bool)
             if start is not None:
                 keep &= step >= start
@@ -292,7 +295,8 @@ class ServedRun:
                 parts.append(pl.DataFrame({"rank": np.full(int(keep.sum()), r, np.int32), "x": step[keep],
                                            "value": value[keep]}))
         if not parts:
-            return pl.DataFrame(schema={"rank": pl.Int32, "x": pl.Int64, "value": pl.Float64}), summarised
+            x_type = pl.Int64 if axis == "step" else pl.Float64
+            return pl.DataFrame(schema={"rank": pl.Int32, "x": x_type, "value": pl.Float64}), summarised
         return pl.concat(parts), summarised
 
 

@@ -179,13 +179,14 @@
   var cards = {};   // tag -> {grid, holder, c (the chart once drawn), zoom: [start, end] or null, busy, again}
   var scalarGrid = null;
   function rankParam() { return document.getElementById("rank").value; }
+  function axisParam() { return document.getElementById("xaxis").value; }
   function buckets(box) { return Math.max(50, Math.min(MAX_BUCKETS, Math.round((box && box.clientWidth) || 520))); }
   function fetchChart(tag) {
     var card = cards[tag];
     if (card.busy) { card.again = true; return; }
     card.busy = true;
     var box = card.c ? card.c.box : card.holder;
-    var args = { runs: ids.join(","), tag: tag, buckets: buckets(box), rank: rankParam() };
+    var args = { runs: ids.join(","), tag: tag, buckets: buckets(box), rank: rankParam(), x: axisParam() };
     if (card.zoom) { args.start = Math.floor(card.zoom[0]); args.end = Math.ceil(card.zoom[1]); }
     get("api/chart?" + q(args)).then(function (ch) {
       if (!card.c) {
@@ -282,7 +283,9 @@
       Object.keys(ranks).map(Number).sort(function (a, b) { return a - b; }).forEach(function (k) {
         sel.appendChild(el("option", { value: String(k), text: "rank " + k }));
       });
-      sel.addEventListener("change", function () { Object.keys(cards).forEach(function (t) { if (cards[t].c) fetchChart(t); }); });
+      var again = function () { Object.keys(cards).forEach(function (t) { cards[t].zoom = null; if (cards[t].c) fetchChart(t); }); };
+      sel.addEventListener("change", again);
+      document.getElementById("xaxis").addEventListener("change", again);
       scalarSection(data.tags || []);
       if (!(data.tags || []).length) window.nbServeReady = true;
       live();

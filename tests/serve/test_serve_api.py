@@ -391,3 +391,17 @@ def test_bucketing_cost_does_not_depend_on_a_random_sample(server):
     a = server.get("/api/runs/spike-00000001/scalars?tag=train/loss&buckets=37").json()
     b = server.get("/api/runs/spike-00000001/scalars?tag=train/loss&buckets=37").json()
     assert a == b and np.isfinite([v for v in a["series"]["max"] if isinstance(v, float)]).all()
+
+
+def test_a_chart_against_wall_or_active_time(server, serve_runs):
+    frame = RunReader("spike-00000001", serve_runs).scalars("train/loss")
+    wall = server.get("/api/chart?runs=spike-00000001&tag=train/loss&buckets=5000&x=wall").json()
+    assert wall["time"] is True and wall["axis"] == "wall" and wall["bucketed"] is False
+    assert wall["x"][0] == pytest.approx(frame["wall_time"].min()) and wall["x"][-1] == pytest.approx(frame["wall_time"].max())
+    active = server.get("/api/chart?runs=spike-00000001&tag=train/loss&buckets=3&x=active").json()
+    # 3,000 points in a few milliseconds of wall clock: a handful of distinct times, 3 buckets
+    assert active["time"] is False and active["bucketed"] is True and len(active["x"]) == 3
+    assert 0 <= active["x"][0] < active["x"][-1] < 600
+    assert max(v for v in active["series"][0]["hi"] if v is not None) == SPIKE_VALUE
+    bad = server.get("/api/chart?runs=spike-00000001&tag=train/loss&x=epoch")
+    assert bad.status == 400 and "step, wall or active" in bad.json()["error"]
