@@ -251,6 +251,24 @@ def system_charts(reader: RunReader, max_buckets: int = MAX_BUCKETS) -> list[dic
     return out
 
 
+MAX_EVENTS = 200  # failures and alerts marked on the charts, per run (the earliest)
+
+
+def events(reader: RunReader, limit: int = MAX_EVENTS) -> list[dict]:
+    """Failures (uncaught exceptions) and alerts (``run.alert``) of every rank, earliest
+    first, for marks on the charts: kind ("failure" or "alert"), rank, step (None before
+    the first step), wall_time (unix seconds), text (one line)."""
+    out = []
+    for r in reader.failures().iter_rows(named=True):
+        out.append({"kind": "failure", "rank": r["rank"], "step": r["step"], "wall_time": r["wall_time"],
+                    "text": f"rank {r['rank']} failed: {r['type'] or 'error'}: {(r['message'] or '')[:200]}"})
+    for r in reader.alerts().iter_rows(named=True):
+        out.append({"kind": "alert", "rank": r["rank"], "step": r["step"], "wall_time": r["wall_time"],
+                    "text": f"rank {r['rank']} {r['level'] or 'alert'}: {(r['title'] or '')[:200]}"})
+    out.sort(key=lambda e: (e["wall_time"] or 0.0, e["rank"]))
+    return out[:limit]
+
+
 def texts(reader: RunReader, limit: int = MAX_TEXTS) -> dict:
     """The latest ``limit`` text records of every rank (text cut at MAX_TEXT_CHARS)."""
     df = reader.text(all_ranks=True)
@@ -300,8 +318,8 @@ def build(readers: Sequence, *, max_buckets: int = MAX_BUCKETS, scalars: bool = 
             alone, those lists empty: what ``nb serve``'s page draws first; they read
             every rank's event logs).
 
-    Returns a JSON-able dict: runs (info, timers, system, text, images per run, and
-    damage: the damaged bytes of its event logs that the reads skipped,
+    Returns a JSON-able dict: runs (info, timers, system, text, images, events: the
+    failures and alerts marked on the charts, per run, and damage: the damaged bytes of its event logs that the reads skipped,
     :meth:`nblog.RunReader.damage`) and charts (one per scalar tag, every run in it;
     ``[]`` without ``scalars``).
     """
@@ -316,6 +334,7 @@ def build(readers: Sequence, *, max_buckets: int = MAX_BUCKETS, scalars: bool = 
         info["system"] = system_charts(r, max_buckets) if details else []
         info["text"] = texts(r) if details else {"rows": [], "total": 0}
         info["images"] = images(r) if details else {"rows": [], "total": 0, "failed": 0}
+        info["events"] = events(r) if details else []
         runs.append(info)
     charts = scalar_charts(readers, max_buckets) if scalars else []
     for info, r in zip(runs, readers, strict=True):  # every read is done: what each skipped as damaged
@@ -329,5 +348,5 @@ def build(readers: Sequence, *, max_buckets: int = MAX_BUCKETS, scalars: bool = 
     }
 
 
-__all__ = ["build", "flatten", "heat_map", "images", "run_info", "scalar_chart", "scalar_charts", "system_charts",
+__all__ = ["build", "events", "flatten", "heat_map", "images", "run_info", "scalar_chart", "scalar_charts", "system_charts",
            "texts", "timer_maps"]

@@ -167,6 +167,24 @@
       ctx.restore();
     };
   }
+  /* failures and alerts of the runs: a dashed vertical line at their step (or time), red
+     for a failure, amber for an alert; the legend-free hover text is in the chart's notes */
+  function eventLines(evs) {
+    return function (u) {
+      if (!evs.length) return;
+      var ctx = u.ctx, b = u.bbox, px = devicePixelRatio || 1;
+      ctx.save();
+      ctx.setLineDash([4 * px, 3 * px]);
+      ctx.lineWidth = px;
+      evs.forEach(function (e) {
+        var x = u.valToPos(e.x, "x", true);
+        if (!(x >= b.left && x <= b.left + b.width)) return;
+        ctx.strokeStyle = e.kind === "failure" ? "#c62828" : "#b26a00";
+        ctx.beginPath(); ctx.moveTo(x, b.top); ctx.lineTo(x, b.top + b.height); ctx.stroke();
+      });
+      ctx.restore();
+    };
+  }
   /* uPlot joins a series' values with segments: a value with no other in its series (a
      metric logged once, the one sample of a machine) has none and would not be seen. The
      points filter hands uPlot such lone values to draw as dots (spanGaps joins the rest). */
@@ -215,7 +233,7 @@
                { size: 64, values: function (u, vals) { return vals.map(fmtAxis); } }],
         cursor: { drag: { x: true, y: false }, points: { show: false } },
         legend: { live: true },
-        hooks: { draw: [nonfiniteMarks(def.marks || [])], setSelect: [function (u) {
+        hooks: { draw: [nonfiniteMarks(def.marks || []), eventLines(def.events || [])], setSelect: [function (u) {
           if (!def.onSelect || u.select.width < 2) return;
           def.onSelect(u.posToVal(u.select.left, "x"), u.posToVal(u.select.left + u.select.width, "x"));
         }] },
@@ -272,9 +290,20 @@
         "each segment of the long event log), not from every point: a spike stays visible, zooming shows segments" }));
     }
     var pts = ch.series.reduce(function (a, sr) { return a + sr.points; }, 0);
+    var evs = [], where = ch.axis === "wall" ? "wall_time" : ch.axis === "active" ? null : "step";
+    ch.series.forEach(function (sr) {
+      var run = DATA.runs.filter(function (r) { return r.id === sr.run; })[0];
+      if (!run || !where) return;
+      (run.events || []).forEach(function (e) {
+        if (e[where] == null) return;
+        evs.push({ x: e[where], kind: e.kind });
+        notes.push(el("div", { cls: "note" + (e.kind === "failure" ? " bad" : ""), text: (ch.series.length > 1 ? sr.run + ": " : "") +
+          "┊ " + e.text + (e.step != null ? " (step " + fmtInt(e.step) + ")" : "") }));
+      });
+    });
     var unit = ch.axis && ch.axis !== "step" ? "second" : "step";
     notes.push(el("div", { cls: "note", text: count(pts, "point") + (ch.bucketed ? ", shown as " + count(ch.x.length, "bucket") + " of " + count(ch.x.length > 1 ? +(ch.x[1] - ch.x[0]).toPrecision(3) : 1, unit) : pts > 1 ? ", every point shown" : "") }));
-    return { def: { x: ch.x, time: !!ch.time, bucketed: ch.bucketed, lines: lines, marks: marks }, notes: notes };
+    return { def: { x: ch.x, time: !!ch.time, bucketed: ch.bucketed, lines: lines, marks: marks, events: evs }, notes: notes };
   }
   /* a card with the chart of one tag; setScalar(c, ch) draws it again with new data */
   function scalarCard(grid, ch, onSelect) {
@@ -287,6 +316,7 @@
     made.def.onSelect = onSelect;
     made.notes.forEach(function (n) { notes.appendChild(n); });
     var c = lineChart(box, made.def);
+    c.chart = ch;
     c.tag = ch.tag;
     c.kind = "scalar";
     c.card = card;
@@ -294,6 +324,7 @@
     return c;
   }
   function setScalar(c, ch) {
+    c.chart = ch;
     var made = scalarDef(ch);
     made.def.onSelect = c.def.onSelect;
     c.notes.textContent = "";

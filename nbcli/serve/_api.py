@@ -16,6 +16,9 @@ the two streams are asynchronous generators that hand each poll to a thread.
                                    min and max across ranks, and the outlying rank
 ``GET /api/runs/{id}/timers``      the timers as rank × step heat maps, stragglers named by
                                    the one rule (``nb timers``)
+``GET /api/runs/{id}/console``     ``rank=K&last=N&grep=RE``: the last lines of a rank's
+                                   console as ``nb logs --json`` gives them, and the ranks
+                                   that have one
 ``GET /api/runs/{id}/stream``      ``text/event-stream`` of the points flushed from now on
 ``GET /api/page``                  ``runs=ID,ID&part=info|details|all``: the data of ``nb
                                    report``'s page for those runs, scalar charts left to
@@ -239,6 +242,24 @@ class Api:
         reader = RunReader(folder)
         maps = timer_maps(reader)
         return answer({"run": request.path_params["run_id"], "timers": maps, "damage": reader.damage()})
+
+    def console(self, request: Request) -> Response:
+        import re
+
+        from nblog.reader import ConsoleLogs
+
+        folder = self.catalog.folder(request.path_params["run_id"])
+        last = _int(request, "last", 200, 1, 10_000)
+        grep = request.query_params.get("grep") or None
+        if grep is not None:
+            try:
+                re.compile(grep)
+            except re.error as exc:
+                raise BadRequest(f"grep is not a regular expression: {exc}") from None
+        ranks = ConsoleLogs(folder).all_ranks()
+        rank = _int(request, "rank", ranks[0] if ranks else None, 0, 1 << 30)
+        lines = [] if rank is None else [ln.to_json() for ln in ConsoleLogs(folder, ranks=[rank], grep=grep).read(last)]
+        return answer({"run": request.path_params["run_id"], "ranks": ranks, "rank": rank, "lines": lines})
 
     # -- the page ---------------------------------------------------------------------
 

@@ -85,6 +85,7 @@ def make_app(catalog: Catalog, token: str, port: int = 0, stopping: threading.Ev
         Route("/api/runs/{run_id}/band", guarded(api.band)),
         Route("/api/runs/{run_id}/timers", guarded(api.timers)),
         Route("/api/runs/{run_id}/stream", guarded(api.stream)),
+        Route("/api/runs/{run_id}/console", guarded(api.console)),
         Route("/api/page", guarded(api.page)),
         Route("/api/chart", guarded(api.chart)),
         Route("/api/diff", guarded(api.diff)),

@@ -254,6 +254,32 @@
       }), null, "kv"));
     }
   }
+  /* each rank's console (init(console=True)): the last lines of the rank picked, kept up to date */
+  function consoleSection() {
+    var pick = el("select"), pre = el("pre", { cls: "text console" }), note = el("span", { cls: "note" });
+    var run = el("select");
+    ids.forEach(function (id) { run.appendChild(el("option", { value: id, text: id })); });
+    var s = R.section("console", "Console");
+    s.appendChild(el("div", { cls: "console-controls" }, el("label", { text: "run " }, run), el("label", { text: " rank " }, pick), note));
+    s.appendChild(pre);
+    function load(first) {
+      get("api/runs/" + encodeURIComponent(run.value) + "/console?" + q({ rank: pick.value, last: 300 })).then(function (c) {
+        if (first || !pick.options.length) {
+          pick.textContent = "";
+          c.ranks.forEach(function (k) { pick.appendChild(el("option", { value: String(k), text: String(k) })); });
+          if (c.rank != null) pick.value = String(c.rank);
+        }
+        pre.textContent = c.lines.map(function (l) {
+          return (l.step == null ? "" : "[step " + l.step + "] ") + (l.stream === "stderr" ? "! " : "") + l.text;
+        }).join("\n");
+        note.textContent = c.ranks.length ? " the last " + R.count(c.lines.length, "line") : " no console recorded (nb.init(console=True) records it)";
+      }, function (e) { note.textContent = " " + e.message; });
+    }
+    run.addEventListener("change", function () { load(true); });
+    pick.addEventListener("change", function () { load(false); });
+    load(true);
+    setInterval(function () { if (!document.hidden && pick.value !== "") load(false); }, RUNS_EVERY_MS);
+  }
   function live() {
     var dirty = {}, dot = document.getElementById("live");
     var src = new EventSource("api/stream?" + q({ runs: ids.join(",") }));
@@ -292,6 +318,9 @@
       /* timers, system metrics, text and images read every rank's logs: drawn when they come */
       get("api/page?" + q({ runs: ids.join(","), part: "details" })).then(function (more) {
         R.draw(more, ["timers", "system", "text", "images"]);
+        /* the runs' failures and alerts came with them: marked on the charts drawn so far */
+        Object.keys(cards).forEach(function (t) { if (cards[t].c) R.setScalar(cards[t].c, cards[t].c.chart); });
+        consoleSection();
         window.nbDetailsReady = true;
         if (ids.length >= 2) return get("api/diff?" + q({ runs: ids.join(",") })).then(diffSection);
       }).catch(function (e) {

@@ -405,3 +405,47 @@ def test_a_chart_against_wall_or_active_time(server, serve_runs):
     assert max(v for v in active["series"][0]["hi"] if v is not None) == SPIKE_VALUE
     bad = server.get("/api/chart?runs=spike-00000001&tag=train/loss&x=epoch")
     assert bad.status == 400 and "step, wall or active" in bad.json()["error"]
+
+
+_FAILING = """
+import sys
+import nblog as nb
+run = nb.init("crash", run_id="crash-00000001", root=sys.argv[1], console=True, system=False)
+for step in range(10):
+    run.add_scalar("loss", 1.0 / (step + 1), step=step)
+    run.flush()
+    print(f"training step {step}", flush=True)
+    if step == 4:
+        run.alert("loss plateau", "seen at step 4")
+    if step == 7:
+        raise ValueError("bad batch")
+"""
+
+
+def test_console_lines_and_the_failures_and_alerts_marked_on_charts(tmp_path):
+    root = tmp_path / "runs"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_DROP)}
+    p = subprocess.run([sys.executable, "-c", _FAILING, str(root)], capture_output=True, text=True, timeout=120,
+                       env=env)
+    assert p.returncode == 1 and "bad batch" in p.stderr
+    with served(root) as s:
+        c = s.get("/api/runs/crash-00000001/console?last=30").json()
+        assert c["ranks"] == [0] and c["rank"] == 0
+        out = [ln["text"] for ln in c["lines"] if ln["stream"] == "stdout"]
+        assert out == [f"training step {k}" for k in range(8)]
+        steps = [ln["step"] for ln in c["lines"]]  # stamped when the capture read them: never ahead of the run
+        assert steps == sorted(steps) and all(0 <= k <= 7 for k in steps)
+        err = [ln["text"] for ln in c["lines"] if ln["stream"] == "stderr"]
+        assert err[0].startswith("Traceback") and err[-1] == "ValueError: bad batch"  # what the rank printed
+        assert len(s.get("/api/runs/crash-00000001/console?last=3").json()["lines"]) == 3
+        grep = s.get("/api/runs/crash-00000001/console?grep=step%204").json()
+        assert [ln["text"] for ln in grep["lines"]] == ["training step 4"]
+        bad = s.get("/api/runs/crash-00000001/console?grep=(")
+        assert bad.status == 400 and "regular expression" in bad.json()["error"]
+        details = s.get("/api/page?runs=crash-00000001&part=details").json()
+        (run,) = details["runs"]
+        kinds = [(e["kind"], e["step"], e["rank"]) for e in run["events"]]
+        assert kinds == [("alert", 4, 0), ("failure", 7, 0)]
+        assert "ValueError: bad batch" in run["events"][1]["text"]
+        info = s.get("/api/page?runs=crash-00000001&part=info").json()
+        assert info["runs"][0]["events"] == [] and info["runs"][0]["status"] == "failed"
