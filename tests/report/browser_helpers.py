@@ -43,8 +43,9 @@ class Network:
 #: Nothing at all, loopback included; file: (the page) stays allowed.
 NO_NETWORK = Network(("--proxy-server=127.0.0.1:9", "--proxy-bypass-list=<-loopback>"),
                      ("http://*", "https://*", "ws://*", "wss://*", "ftp://*", "chrome-extension://*"))
-#: Plain http to 127.0.0.1 (any port) and nothing else: not even ``localhost`` or ``[::1]``.
-LOOPBACK_ONLY = Network(("--proxy-server=127.0.0.1:9", "--proxy-bypass-list=127.0.0.1;<-loopback>"),
+#: Plain http to 127.0.0.1 (any port) and nothing else: not even ``localhost`` or ``[::1]``
+#: (``<-loopback>`` first: after ``127.0.0.1`` it takes that rule away too).
+LOOPBACK_ONLY = Network(("--proxy-server=127.0.0.1:9", "--proxy-bypass-list=<-loopback>;127.0.0.1"),
                         ("https://*", "ws://*", "wss://*", "ftp://*", "chrome-extension://*"))
 
 
