@@ -188,10 +188,44 @@ def test_a_one_step_spike_is_visible_at_full_width(browser, server):
     assert max(v for v in ch["data"][1] if v is not None and math.isfinite(v)) < SPIKE_VALUE / 2
 
 
-def test_the_rank_band_names_the_outlying_rank(browser, band_root):
+def test_a_drag_zooms_in_with_finer_buckets_from_the_server_and_a_double_click_resets(browser, server):
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    open_page(browser, server.url + "&runs=spike-00000001")
+    full = chart_when_drawn(browser, "train/loss")
+    assert full["bucketed"]
+    find = "window.nbCharts.find(c => c.kind === 'scalar' && c.tag === 'train/loss')"
+    over = browser.execute_script(f"return {find}.u.over")
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", over)
+    lo, hi = SPIKE_STEP - 60, SPIKE_STEP + 60  # drag over these steps: every point fits the width
+    px = browser.execute_script(f"const u = {find}.u; return [u.valToPos({lo}, 'x'), u.valToPos({hi}, 'x')]")
+    width = over.size["width"]  # offsets count from the element's centre
+    (ActionChains(browser).move_to_element_with_offset(over, int(px[0] - width / 2), 0).click_and_hold()
+     .move_by_offset(int(px[1] - px[0]), 0).release().perform())
+    zoomed = chart_when_drawn(browser, "train/loss", "!c.def.bucketed")
+    x = zoomed["x"]
+    slack = 3 * 3000 / width  # a few pixels of the full chart, in steps
+    assert abs(x[0] - lo) <= slack and abs(x[-1] - hi) <= slack, (x[0], x[-1])
+    assert x == list(range(x[0], x[-1] + 1))  # every step: exact, no buckets
+    assert zoomed["data"][1][x.index(SPIKE_STEP)] == SPIKE_VALUE  # the line itself has the spike now
+    over = browser.execute_script(f"return {find}.u.over")  # the chart was drawn again
+    ActionChains(browser).double_click(over).perform()
+    reset = chart_when_drawn(browser, "train/loss", "c.def.bucketed")
+    assert reset["x"] == full["x"]
+
+
+def test_the_rank_band_names_the_outlying_rank_and_a_rank_can_be_picked(browser, band_root):
+    from selenium.webdriver.support.ui import Select
+
     with served(band_root) as s:
         open_page(browser, s.url + "&runs=band-00000004")
         ch = chart_when_drawn(browser, "train/loss")
+        Select(browser.find_element("id", "rank")).select_by_visible_text("rank 1")
+        one = chart_when_drawn(browser, "train/loss", "c.u.series.length === 2")  # step and one line
+    assert one["labels"][1] == "band-00000004", one["labels"]
+    assert one["x"] == list(range(400))
+    for step, v in enumerate(one["data"][1]):  # rank 1's own values (stored as float32)
+        assert math.isclose(v, 1.0 + 0.2 * math.sin(step / 20.0 + 1), rel_tol=1e-6), (step, v)
     assert "band-00000004: 4 ranks; farthest from the median: rank 2" in ch["notes"], ch["notes"]
     named = [i for i, label in enumerate(ch["labels"]) if label and "(farthest from the median)" in label]
     assert [ch["labels"][i] for i in named] == ["band-00000004 rank 2 (farthest from the median)"], ch["labels"]
