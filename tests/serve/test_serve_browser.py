@@ -360,3 +360,84 @@ def test_a_point_logged_after_the_page_opened_appears_live(browser, tmp_path):
             job.finish()
     finally:
         job.kill()
+
+
+WRITER_CODE = """
+import os, sys, time
+import nblog as nb
+flags = sys.argv[1]
+run = nb.init("again", run_id="again-00000006", system=False, flush_interval=0.2)
+
+def wait_for(name):
+    deadline = time.monotonic() + 240
+    while not os.path.exists(os.path.join(flags, name)):
+        if time.monotonic() > deadline:
+            os._exit(3)
+        time.sleep(0.05)  # waiting for the test, not timing anything
+
+def steps(lo, hi, flag):
+    for step in range(lo, hi):
+        run.add_scalar("train/loss", 1.0 / (1 + step), step=step)
+    run.flush()
+    open(os.path.join(flags, flag), "w").close()
+
+steps(0, 10, "ready")
+wait_for("go")
+steps(10, 20, "more")
+wait_for("stop")
+run.finish()
+"""
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_file(path: Path, proc: subprocess.Popen) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not path.exists():
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
+        assert time.monotonic() < deadline, f"no {path.name} within {WAIT_S:g} s"
+        time.sleep(0.05)  # waiting for the writer, not timing it
+
+
+def test_points_flushed_while_the_stream_was_down_appear_when_it_reconnects(browser, tmp_path):
+    """``nb serve`` restarted on the same port with the same token (or an ``ssh -L``
+    tunnel that dropped): the page's event stream reconnects by itself, and a new stream
+    only carries what is flushed from then on, so the page fetches its charts again."""
+    from serve_helpers import start_server
+
+    root, flags = tmp_path / "runs", tmp_path / "flags"
+    flags.mkdir()
+    writer = subprocess.Popen([sys.executable, "-c", WRITER_CODE, str(flags)], env=_rank_env(root, "again-00000006", 0, 1),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_file(flags / "ready", writer)
+        same = {"env": {"NB_SERVE_TOKEN": "a-token-of-32-characters-0123456"}, "args": ("--port", str(_free_port()))}
+        first = start_server(root, **same)
+        try:
+            open_page(browser, first.url + "&runs=again-00000006")
+            assert chart_when_drawn(browser, "train/loss")["x"] == list(range(10))
+            wait_until(browser, "return document.getElementById('live').textContent === 'live'", "the stream")
+        finally:
+            assert first.stop() == 0
+        wait_until(browser, "return document.getElementById('live').textContent === 'reconnecting'", "the stream's loss")
+        (flags / "go").write_text("")  # steps 10..19 are flushed while no server runs
+        _wait_file(flags / "more", writer)
+        second = start_server(root, **same)
+        try:
+            wait_until(browser, "return document.getElementById('live').textContent === 'live'", "the stream again")
+            ch = chart_when_drawn(browser, "train/loss", "c.u.data[0][c.u.data[0].length - 1] === 19")
+            assert ch["x"] == list(range(20))
+        finally:
+            assert second.stop() == 0
+        (flags / "stop").write_text("")
+        assert writer.wait(WAIT_S) == 0
+    finally:
+        if writer.poll() is None:
+            writer.kill()
+        writer.communicate()
