@@ -160,6 +160,7 @@ def test_page_loads_from_its_origin_only_without_errors_and_draws(browser, serve
     open_page(browser, server.url + "&runs=spike-00000001,other-00000002")
     for tag in ("train/loss", "train/lr"):
         chart_when_drawn(browser, tag)
+    wait_until(browser, "return window.nbDetailsReady === true", "the timers, system metrics and text")
     assert browser.current_url == server.base + "/?runs=spike-00000001%2Cother-00000002"  # the token left the address
     assert console_errors(browser) == []
     urls = requested_urls(browser)
