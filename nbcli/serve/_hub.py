@@ -196,8 +196,14 @@ class ServedRun:
         """The run's :class:`Feed` of new points (made on first use)."""
         with self._lock:
             if self._feed is None:
-                self._feed = Feed(self.dir, self._clock)
+                self._feed = Feed(self.dir, self._clock, on_new=self._expire)
             return self._feed
+
+    def _expire(self) -> None:
+        """The feed read new points: the next :meth:`live` reads the files again, however
+        recent its last look (a chart asked for after the event must hold its points)."""
+        with self._lock:
+            self._checked = -1e18
 
     def ranks(self) -> list[int]:
         """The ranks with an event log."""
@@ -308,15 +314,18 @@ class Feed:
     seconds whoever asks, reads only the bytes appended since (one
     :class:`nblog.reader.Follower` per rank over one shared listing, as ``nb watch``
     does), and keeps the last :data:`KEEP_BATCHES` batches for streams that lag.
+    ``on_new`` is called when a poll found new points, before any stream is given them.
     """
 
     KEEP_BATCHES = 64
 
-    def __init__(self, run_dir: str, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, run_dir: str, clock: Callable[[], float] = time.monotonic,
+                 on_new: Callable[[], None] | None = None):
         from collections import deque
 
         self.dir = run_dir
         self._clock = clock
+        self._on_new = on_new
         self._lock = threading.Lock()
         self._files: Any = None
         self._followers: dict[int, Any] = {}
@@ -336,6 +345,8 @@ class Feed:
                 if got and not first:
                     self._seq += 1
                     self._batches.append((self._seq, got))
+                    if self._on_new is not None:
+                        self._on_new()
             if seq is None:
                 return self._seq, []
             out = [e for n, batch in self._batches if n > seq for e in batch]

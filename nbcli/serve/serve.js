@@ -283,7 +283,14 @@
   function live() {
     var dirty = {}, dot = document.getElementById("live");
     var src = new EventSource("api/stream?" + q({ runs: ids.join(",") }));
-    src.onopen = function () { dot.className = "hint on"; dot.textContent = "live"; };
+    var opened = false;
+    src.onopen = function () {
+      dot.className = "hint on"; dot.textContent = "live";
+      /* a stream opened again (a restarted server, a dropped tunnel) carries only what is flushed
+         from now on: what was flushed while it was down is fetched with the charts again */
+      if (opened) Object.keys(cards).forEach(function (tag) { dirty[tag] = true; });
+      opened = true;
+    };
     src.onerror = function () { dot.className = "hint off"; dot.textContent = "reconnecting"; };
     src.onmessage = function (m) {
       var e = JSON.parse(m.data);

@@ -3,31 +3,20 @@ headless Chromium (Debian's ``chromium`` and ``chromium-driver``, driven by Sele
 that may not reach any network.
 
 Without Chromium the browser tests fail when ``CI=true`` (scripts/browser_up.sh
-installs it) and are skipped, with a banner, elsewhere.
+installs it) and are skipped, with a banner, elsewhere (browser_helpers.py).
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+from browser_helpers import NO_NETWORK, chromium  # noqa: E402
 from report_helpers import SPIKE_STEP, SPIKE_VALUE, write_run  # noqa: E402
-
-CHROMIUM = os.environ.get("NB_CHROMIUM", "/usr/bin/chromium")
-CHROMEDRIVER = os.environ.get("NB_CHROMEDRIVER", "/usr/bin/chromedriver")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--no-default-browser-check", "--disable-default-apps", "--disable-extensions",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-dev-shm-usage", "--window-size=1400,1000", "--hide-scrollbars",
-         "--proxy-server=127.0.0.1:9", "--proxy-bypass-list=<-loopback>"]
-# every scheme that leaves the file; file: (the page) stays allowed
-BLOCKED = ["http://*", "https://*", "ws://*", "wss://*", "ftp://*", "chrome-extension://*"]
-
 
 
 @pytest.fixture(scope="session")
@@ -49,16 +38,6 @@ def report_runs(tmp_path_factory) -> Path:
     return root
 
 
-def _missing(what: str) -> None:
-    banner = "=" * 70
-    msg = (f"\n{banner}\n{what}: the real-browser tests of nb report cannot run.\n"
-           f"Install them with: bash scripts/browser_up.sh\n{banner}")
-    if os.environ.get("CI") == "true":
-        pytest.fail(msg, pytrace=False)
-    print(msg, file=sys.stderr)
-    pytest.skip(what + " (run scripts/browser_up.sh)")
-
-
 @pytest.fixture(scope="session")
 def artifacts(tmp_path_factory) -> Path:
     """Where screenshots go: $NB_TEST_ARTIFACTS, else a pytest temporary folder."""
@@ -70,31 +49,10 @@ def artifacts(tmp_path_factory) -> Path:
 
 @pytest.fixture()
 def browser(tmp_path):
-    """A fresh headless Chromium with an empty profile, network requests blocked, and
-    the browser and performance logs recorded. Every test is Chromium's first start on a
-    new machine: its home, config and cache folders are new and empty (a machine where it
-    ran before gives the same answer), first-run pages off."""
-    if not (shutil.which(CHROMIUM) and shutil.which(CHROMEDRIVER)):
-        _missing(f"{CHROMIUM} or {CHROMEDRIVER} is not installed")
-    try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
-    except ImportError:
-        _missing("selenium is not installed (.venv/bin/pip install selenium)")
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = CHROMIUM
-    for flag in FLAGS:
-        opts.add_argument(flag)
-    opts.add_argument(f"--user-data-dir={tmp_path / 'profile'}")
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
-    fresh = {name: str(tmp_path / folder) for name, folder in
-             (("HOME", "home"), ("XDG_CONFIG_HOME", "config"), ("XDG_CACHE_HOME", "cache"))}
-    for folder in fresh.values():
-        os.makedirs(folder, exist_ok=True)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER, env={**os.environ, **fresh}), options=opts)
-    try:
-        driver.execute_cdp_cmd("Network.enable", {})
-        driver.execute_cdp_cmd("Network.setBlockedURLs", {"urls": BLOCKED})
+    """A fresh headless Chromium with an empty profile, every network request blocked
+    (loopback too), and the browser and performance logs recorded. Every test is
+    Chromium's first start on a new machine: its home, config and cache folders are new
+    and empty (a machine where it ran before gives the same answer), first-run pages off
+    (browser_helpers.chromium)."""
+    with chromium(tmp_path, NO_NETWORK) as driver:
         yield driver
-    finally:
-        driver.quit()
