@@ -222,7 +222,7 @@ def _query_ls(pairs: list, where: str, as_json: bool, where_expr: str | None, co
     """``nb ls`` with --where/--columns/--sort/--group: select with Polars, then print
     the selected columns (``id`` first), or one row per group. ``read``: tag summaries
     already read, by run folder (filled as more are read)."""
-    from nblog.reader import RunsTable, group_runs, parse_where, select_runs
+    from nblog.reader import RunsTable, group_runs, select_runs
 
     table = RunsTable(pairs, read)
     rows = select_runs(table, where_expr, None if group is not None else sort, desc and group is None, columns)
@@ -236,16 +236,9 @@ def _query_ls(pairs: list, where: str, as_json: bool, where_expr: str | None, co
             info(f"no runs match under {where}")
         _print_groups(group, found)
         return 0
-    named = list(parse_where(where_expr).meta.root_names()) if where_expr is not None else []
-    if sort is not None:
-        named.append(sort)
-    extra = [k for k in dict.fromkeys(named) if k not in _SHOWN]
+    extra = named_keys(where_expr, sort)
     if as_json:
-        if columns:
-            out = [{"id": table.pairs[i][0]["id"], **{k: table.value(i, k) for k in columns}} for i in rows]
-        else:
-            out = [{**table.pairs[i][0], **{k: table.value(i, k) for k in extra}} for i in rows]
-        emit_json(out)
+        emit_json(json_rows(table, rows, columns, extra))
         return 0
     if not rows:
         info(f"no runs match under {where}")
@@ -267,6 +260,25 @@ def _query_ls(pairs: list, where: str, as_json: bool, where_expr: str | None, co
     _say_failures(output, [table.pairs[i][0] for i in rows])
     _say_hidden(total, hidden, 'first')
     return 0
+
+
+def named_keys(where_expr: str | None, sort: str | None) -> list[str]:
+    """The keys ``where_expr`` and ``sort`` name that are not among ``nb ls``'s own
+    fields: the rows of ``nb ls --json`` (and of ``nb serve``'s ``/api/runs``) carry them."""
+    from nblog.reader import parse_where
+
+    named = list(parse_where(where_expr).meta.root_names()) if where_expr is not None else []
+    if sort is not None:
+        named.append(sort)
+    return [k for k in dict.fromkeys(named) if k not in _SHOWN]
+
+
+def json_rows(table: RunsTable, rows: Sequence[int], columns: Sequence[str], extra: Sequence[str]) -> list[dict]:
+    """The rows of ``nb ls --json`` with a query: the id and ``columns`` when given, else
+    every field of the row and the ``extra`` keys (:func:`named_keys`)."""
+    if columns:
+        return [{"id": table.pairs[i][0]["id"], **{k: table.value(i, k) for k in columns}} for i in rows]
+    return [{**table.pairs[i][0], **{k: table.value(i, k) for k in extra}} for i in rows]
 
 
 def _numeric(table: RunsTable, rows: Sequence[int], key: str) -> bool:

@@ -20,6 +20,7 @@ from .commands import import_ as import_cmd
 from .commands import logs as logs_cmd
 from .commands import plot as plot_cmd
 from .commands import report as report_cmd
+from .commands import serve as serve_cmd
 from .commands import watch as watch_cmd
 
 
@@ -103,5 +104,6 @@ diff.register(app)
 logs_cmd.register(app)  # nb logs
 import_cmd.register(app)  # nb import
 watch_cmd.register(app)  # nb watch
+serve_cmd.register(app)  # nb serve
 
 __all__ = ["NbGroup", "app"]

@@ -46,13 +46,14 @@ def positions(a: np.ndarray, steps: bool) -> list:
     return np.asarray(a).astype(np.int64).tolist() if steps else np.asarray(a, np.float64).tolist()
 
 
-def _flatten(config: object, prefix: str = "") -> list[list]:
-    """Nested config → ``[[dotted key, value], ...]`` in order; lists stay values."""
+def flatten(config: object, prefix: str = "") -> list[list]:
+    """Nested config → ``[[dotted key, value], ...]`` in order; lists stay values (the
+    config columns of ``nb report`` and of ``nb serve``'s runs table)."""
     if not isinstance(config, dict) or (prefix and not config):
         return [[prefix, config]]
     out = []
     for k, v in config.items():
-        out += _flatten(v, f"{prefix}.{k}" if prefix else str(k))
+        out += flatten(v, f"{prefix}.{k}" if prefix else str(k))
     return out
 
 
@@ -87,7 +88,7 @@ def run_info(reader: RunReader) -> dict:
         "hosts": meta.get("hosts"),
         "created": meta.get("created"),
         "version": meta.get("nblog_version"),
-        "config": _flatten(reader.config),
+        "config": flatten(reader.config),
         "sessions": sessions,
         "ranks": reader.ranks(),
     }
@@ -282,12 +283,19 @@ def images(reader: RunReader, limit: int = MAX_IMAGES, per_tag: int = IMAGES_PER
     return {"rows": rows, "total": total, "failed": failed}
 
 
-def build(readers: Sequence, *, max_buckets: int = MAX_BUCKETS) -> dict:
+def build(readers: Sequence, *, max_buckets: int = MAX_BUCKETS, scalars: bool = True) -> dict:
     """Everything the page shows for ``readers`` (one :class:`nblog.RunReader` each).
+
+    Args:
+        readers: the runs.
+        max_buckets: buckets of a chart's x axis.
+        scalars: make the scalar charts (``nb serve`` leaves them out: its page asks for
+            each chart as it comes into view, from the points it keeps up to date).
 
     Returns a JSON-able dict: runs (info, timers, system, text, images per run, and
     damage: the damaged bytes of its event logs that the reads skipped,
-    :meth:`nblog.RunReader.damage`) and charts (one per scalar tag, every run in it).
+    :meth:`nblog.RunReader.damage`) and charts (one per scalar tag, every run in it;
+    ``[]`` without ``scalars``).
     """
     import time
 
@@ -301,7 +309,7 @@ def build(readers: Sequence, *, max_buckets: int = MAX_BUCKETS) -> dict:
         info["text"] = texts(r)
         info["images"] = images(r)
         runs.append(info)
-    charts = scalar_charts(readers, max_buckets)
+    charts = scalar_charts(readers, max_buckets) if scalars else []
     for info, r in zip(runs, readers, strict=True):  # every read is done: what each skipped as damaged
         info["damage"] = r.damage()
     return {
@@ -313,5 +321,5 @@ def build(readers: Sequence, *, max_buckets: int = MAX_BUCKETS) -> dict:
     }
 
 
-__all__ = ["build", "heat_map", "images", "run_info", "scalar_chart", "scalar_charts", "system_charts",
+__all__ = ["build", "flatten", "heat_map", "images", "run_info", "scalar_chart", "scalar_charts", "system_charts",
            "texts", "timer_maps"]

@@ -2,12 +2,11 @@
  * Logged strings (tags, text, config) only ever go into textContent, never into HTML. */
 (function () {
   "use strict";
-  var DATA = JSON.parse(document.getElementById("nb-data").textContent);
+  var DATA = null;  // the page's data: inlined (nb report) or fetched (nb serve), set by draw()
   var PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
   var state = { smooth: 0, logy: false };
   var charts = [];  // {def, make, u}: rebuilt when log-y or the width changes
   window.nbCharts = charts;  // for tests and for the console
-  window.nbData = DATA;
   window.nbSmooth = ema;  // the smoothing rule (defined below), for tests and for the console
 
   function el(tag, props) {
@@ -190,8 +189,11 @@
   var STEP_INCRS = [];  // ticks of a step axis: whole steps only (1, 2, 5, 10, 20, ...)
   for (var m = 1; m < 1e16; m *= 10) STEP_INCRS.push(m, 2 * m, 5 * m);
   function lineChart(box, def) {
-    // def: {x, time, lines: [{label, color, line, lo, hi, per_bucket, width, dash}], marks: [{x, value}]}
+    // def: {x, time, lines: [{label, color, line, lo, hi, per_bucket, width, dash}], marks: [{x, value}],
+    //       onSelect: called with the x range a drag selected (nb serve fetches it again, finer)}
+    var c = { def: def, box: box };
     function make() {
+      var def = c.def;
       var width = Math.max(300, box.clientWidth || 520);
       var data = [def.x], series = [{ label: def.time ? "time" : "step", value: def.time ? function (u, v) { return v == null ? "-" : fmtTime(v); } : function (u, v) { return fmtInt(v); } }], bands = [];
       def.lines.forEach(function (l) {
@@ -213,13 +215,23 @@
                { size: 64, values: function (u, vals) { return vals.map(fmtAxis); } }],
         cursor: { drag: { x: true, y: false }, points: { show: false } },
         legend: { live: true },
-        hooks: { draw: [nonfiniteMarks(def.marks || [])] },
+        hooks: { draw: [nonfiniteMarks(def.marks || [])], setSelect: [function (u) {
+          if (!def.onSelect || u.select.width < 2) return;
+          def.onSelect(u.posToVal(u.select.left, "x"), u.posToVal(u.select.left + u.select.width, "x"));
+        }] },
       };
       return new uPlot(opts, data, box);
     }
-    var c = { def: def, make: make, u: make(), box: box };
+    c.make = make;
+    c.u = make();
     charts.push(c);
     return c;
+  }
+  /* a chart given new data (nb serve: a zoom fetched again, new points of a live run) */
+  function redraw(c, def) {
+    c.def = def;
+    if (c.u) c.u.destroy();
+    c.u = c.make();
   }
   function rebuild() {
     charts.forEach(function (c) { if (c.u) { c.u.destroy(); c.u = c.make(); } });
@@ -233,36 +245,55 @@
       " per chart): the line is the bucket mean (across ranks: the median of the ranks' bucket means), the band the min and max of every point in the bucket, so a single-step spike stays visible. Smoothing applies to the line only." }));
     var grid = el("div", { cls: "grid" });
     s.appendChild(grid);
-    DATA.charts.forEach(function (ch) {
-      var card = el("div", { cls: "card" }, el("h3", { text: ch.tag }));
-      var box = el("div", { cls: "chart" });
-      card.appendChild(box);
-      grid.appendChild(card);
-      var lines = [], marks = [], notes = [];
-      ch.series.forEach(function (sr) {
-        var i = DATA.runs.findIndex(function (r) { return r.id === sr.run; });
-        var c = color(i < 0 ? 0 : i), n = sr.ranks.length;
-        var many = n > 1, banded = many || ch.bucketed;
-        lines.push({ label: sr.run + (many ? " median of " + n + " ranks" : ""), bandLabel: many ? "ranks" : "bucket", color: c,
-          line: sr.line, lo: banded ? sr.lo : null, hi: banded ? sr.hi : null, per_bucket: sr.per_bucket });
-        if (sr.outlier != null) {
-          lines.push({ label: sr.run + " rank " + sr.outlier + " (farthest from the median)", color: c, width: 1, dash: [4, 3], line: sr.outlier_line, per_bucket: sr.per_bucket });
-          notes.push(el("div", { cls: "note", text: sr.run + ": " + n + " ranks; farthest from the median: rank " + sr.outlier }));
-        }
-        sr.nonfinite.forEach(function (m) { marks.push(m); });
-        if (sr.nonfinite_total) {
-          var f = sr.nonfinite[0];
-          notes.push(el("div", { cls: "note bad", text: sr.run + ": " + count(sr.nonfinite_total, "non-finite value") +
-            " (marked ▲ at the top, ▼ for -inf; first: " + f.value + " at step " + fmtInt(f.x) + ", rank " + f.rank + ")" }));
-        }
-      });
-      var pts = ch.series.reduce(function (a, sr) { return a + sr.points; }, 0);
-      notes.push(el("div", { cls: "note", text: count(pts, "point") + (ch.bucketed ? ", shown as " + count(ch.x.length, "bucket") + " of " + count(ch.x.length > 1 ? ch.x[1] - ch.x[0] : 1, "step") : pts > 1 ? ", every point shown" : "") }));
-      notes.forEach(function (n) { card.appendChild(n); });
-      var c = lineChart(box, { x: ch.x, bucketed: ch.bucketed, lines: lines, marks: marks });
-      c.tag = ch.tag;
-      c.kind = "scalar";
+    DATA.charts.forEach(function (ch) { scalarCard(grid, ch); });
+  }
+  /* one scalar chart's lines, marks and notes, from one chart of the data (every run in it) */
+  function scalarDef(ch) {
+    var lines = [], marks = [], notes = [];
+    ch.series.forEach(function (sr) {
+      var i = DATA.runs.findIndex(function (r) { return r.id === sr.run; });
+      var c = color(i < 0 ? 0 : i), n = sr.ranks.length;
+      var many = n > 1, banded = many || ch.bucketed;
+      lines.push({ label: sr.run + (many ? " median of " + n + " ranks" : ""), bandLabel: many ? "ranks" : "bucket", color: c,
+        line: sr.line, lo: banded ? sr.lo : null, hi: banded ? sr.hi : null, per_bucket: sr.per_bucket });
+      if (sr.outlier != null) {
+        lines.push({ label: sr.run + " rank " + sr.outlier + " (farthest from the median)", color: c, width: 1, dash: [4, 3], line: sr.outlier_line, per_bucket: sr.per_bucket });
+        notes.push(el("div", { cls: "note", text: sr.run + ": " + n + " ranks; farthest from the median: rank " + sr.outlier }));
+      }
+      sr.nonfinite.forEach(function (m) { marks.push(m); });
+      if (sr.nonfinite_total) {
+        var f = sr.nonfinite[0];
+        notes.push(el("div", { cls: "note bad", text: sr.run + ": " + count(sr.nonfinite_total, "non-finite value") +
+          " (marked ▲ at the top, ▼ for -inf; first: " + f.value + " at step " + fmtInt(f.x) + ", rank " + f.rank + ")" }));
+      }
     });
+    var pts = ch.series.reduce(function (a, sr) { return a + sr.points; }, 0);
+    notes.push(el("div", { cls: "note", text: count(pts, "point") + (ch.bucketed ? ", shown as " + count(ch.x.length, "bucket") + " of " + count(ch.x.length > 1 ? ch.x[1] - ch.x[0] : 1, "step") : pts > 1 ? ", every point shown" : "") }));
+    return { def: { x: ch.x, bucketed: ch.bucketed, lines: lines, marks: marks }, notes: notes };
+  }
+  /* a card with the chart of one tag; setScalar(c, ch) draws it again with new data */
+  function scalarCard(grid, ch, onSelect) {
+    var card = el("div", { cls: "card" }, el("h3", { text: ch.tag }));
+    var box = el("div", { cls: "chart" }), notes = el("div", { cls: "notes" });
+    card.appendChild(box);
+    card.appendChild(notes);
+    grid.appendChild(card);
+    var made = scalarDef(ch);
+    made.def.onSelect = onSelect;
+    made.notes.forEach(function (n) { notes.appendChild(n); });
+    var c = lineChart(box, made.def);
+    c.tag = ch.tag;
+    c.kind = "scalar";
+    c.card = card;
+    c.notes = notes;
+    return c;
+  }
+  function setScalar(c, ch) {
+    var made = scalarDef(ch);
+    made.def.onSelect = c.def.onSelect;
+    c.notes.textContent = "";
+    made.notes.forEach(function (n) { c.notes.appendChild(n); });
+    redraw(c, made.def);
   }
 
   /* ---- timers: rank x step heat map on a canvas ---- */
@@ -403,7 +434,20 @@
     });
   }
 
-  runs(); scalars(); timers(); system(); texts(); images();
+  /* the whole page for data (the dict of nbcli/report/_data.py's build) */
+  function draw(data) {
+    DATA = data;
+    window.nbData = DATA;
+    main = document.getElementById("main");
+    toc = document.getElementById("toc");
+    runs(); scalars(); timers(); system(); texts(); images();
+  }
+  /* what nb serve's page (serve.js) draws with: one chart code base for both pages */
+  window.nbReport = { draw: draw, el: el, fmt: fmt, fmtInt: fmtInt, fmtTime: fmtTime, count: count, table: table,
+    section: section, scalarCard: scalarCard, setScalar: setScalar, lineChart: lineChart, redraw: redraw,
+    heatMap: heatMap, color: color, charts: charts };
+  var inline = document.getElementById("nb-data");
+  if (inline) draw(JSON.parse(inline.textContent));
 
   var slider = document.getElementById("smooth"), out = document.getElementById("smooth-value");
   slider.addEventListener("input", function () {
@@ -417,5 +461,5 @@
     lastW = window.innerWidth; clearTimeout(timer);
     timer = setTimeout(function () { charts.forEach(function (c) { if (c.u) c.u.setSize({ width: Math.max(300, c.box.clientWidth), height: c.u.height }); }); }, 150);
   });
-  window.nbReady = true;
+  if (inline) window.nbReady = true;
 })();

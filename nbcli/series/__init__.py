@@ -7,7 +7,8 @@ turn points into lines; none of it changes data on disk or in a reader's frames.
   average, :func:`ema` on an array (resumable, for live viewers), :func:`smooth` on a
   frame of many ranks. The page of ``nb report`` applies the same rule in the browser.
 - :mod:`._decimate` — :func:`minmax_indices` and :class:`Decimator`: the min and max of
-  each bucket of a long series (a spike is never averaged away), display only.
+  each bucket of a long series (a spike is never averaged away), display only;
+  :func:`step_buckets`: min, max and last value per bucket of steps (``nb serve``).
 - :mod:`._bands` — :func:`make_grid` cuts the x axis into buckets, :func:`buckets` keeps
   each rank's mean / min / max per bucket, :func:`band` makes the median line, the
   min-max band and the outlying rank; :func:`points` reads a tag as the frame they take;
@@ -38,10 +39,10 @@ from ._bands import (
     points,
     step_band,
 )
-from ._decimate import Decimator, minmax_indices
+from ._decimate import Decimator, minmax_indices, step_buckets
 from ._marks import MAX_NONFINITE, nonfinite, nonfinite_indices, session_starts
 from ._smooth import EmaState, ema, smooth
 
 __all__ = ["MAX_NONFINITE", "Band", "Decimator", "EmaState", "Grid", "StepBand", "band", "buckets", "ema",
            "make_grid", "minmax_indices", "nonfinite", "nonfinite_indices", "per_step_totals", "points",
-           "session_starts", "smooth", "step_band"]
+           "session_starts", "smooth", "step_band", "step_buckets"]

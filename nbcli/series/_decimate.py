@@ -121,3 +121,48 @@ def _bucket_extrema(y: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     has = np.isfinite(lo[np.arange(m), amin])
     base = np.arange(m) * k
     return np.where(has, base + amin, -1), np.where(has, base + amax, -1)
+
+
+def step_buckets(step: np.ndarray, value: np.ndarray, buckets: int, start: float | None = None,
+                 end: float | None = None) -> tuple[bool, dict[str, np.ndarray]]:
+    """One series as at most ``buckets`` buckets of equal step width, each its min, max
+    and last value (``nb serve``'s ``/scalars``; display only).
+
+    Args:
+        step: int64 steps, one per point (any order: sorted stably here).
+        value: float64 values.
+        buckets: the most buckets (≥ 1).
+        start, end: only the points with ``start <= step <= end`` (None: no bound).
+
+    Returns:
+        ``(exact, columns)``: exact is True when every point in range is given as its own
+        bucket (then min = max = last = the value). columns: step (int64, the step of the
+        bucket's last point), min and max (float64, of its finite values; NaN when it has
+        none: non-finite values never enter them), last (float64, the value of its last
+        point, as it was), n (int64, its points). Empty buckets are left out.
+    """
+    if buckets < 1:
+        raise ValueError(f"buckets must be at least 1, not {buckets}")
+    step = np.asarray(step, np.int64)
+    value = np.asarray(value, np.float64)
+    if len(step) > 1 and (np.diff(step) < 0).any():
+        order = np.argsort(step, kind="stable")
+        step, value = step[order], value[order]
+    lo_i = 0 if start is None else int(np.searchsorted(step, start, "left"))
+    hi_i = len(step) if end is None else int(np.searchsorted(step, end, "right"))
+    step, value = step[lo_i:hi_i], value[lo_i:hi_i]
+    n = len(step)
+    if n <= buckets:
+        return True, {"step": step, "min": value, "max": value, "last": value, "n": np.ones(n, np.int64)}
+    first, span = int(step[0]), int(step[-1]) - int(step[0]) + 1
+    width = -(-span // buckets)  # whole steps, ceil
+    which = (step - first) // width
+    starts = np.concatenate(([0], np.flatnonzero(np.diff(which)) + 1))
+    ends = np.concatenate((starts[1:], [n]))
+    finite = np.isfinite(value)
+    mn = np.minimum.reduceat(np.where(finite, value, np.inf), starts)
+    mx = np.maximum.reduceat(np.where(finite, value, -np.inf), starts)
+    none = np.add.reduceat(finite.astype(np.int64), starts) == 0
+    mn[none] = np.nan
+    mx[none] = np.nan
+    return False, {"step": step[ends - 1], "min": mn, "max": mx, "last": value[ends - 1], "n": ends - starts}

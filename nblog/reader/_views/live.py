@@ -29,7 +29,7 @@ import numpy as np
 
 from ...format import _format as F
 from ...format._runfile import read_run_json
-from .._file.logfile import LogFile, _unwrap
+from .._file.logfile import LogFile, _unwrap, damage_record
 from .._runfiles.progress import latest_step
 from .._runfiles.rankfiles import KIND_CODES, RankFiles, active_offsets, hide_thresholds, read_on
 
@@ -408,6 +408,15 @@ class LiveRun:
                         continue
                     out.append((s, step, name, text, f.wall0 + ms / 1000.0))
             return out
+
+    def damage(self) -> list[dict]:
+        """Every damaged range of the loaded ranks' event logs read so far, as
+        :meth:`nblog.RunReader.damage` gives them (rank, session, path, start, stop, bytes,
+        frame, points, lost); ``[]``: nothing damaged. Each was also issued as a
+        :class:`~nblog.DamagedLogWarning` when it was read."""
+        with self._lock:
+            return [damage_record(d, r, s, f.path) for r, files in sorted(self._files.items())
+                    for s, f in sorted(files.items()) for d in f.lf.damage]
 
     def last_step(self, rank: int = 0) -> int | None:
         """The last step of a loaded ``rank`` (``nblog.reader._runfiles.progress``, as every view

@@ -1,0 +1,289 @@
+"""The runs ``nb serve`` serves, and each one's points kept up to date in memory.
+
+One concern: from run ids in requests to what the reader library knows of them.
+
+:class:`Catalog` holds the runs in scope (every run under the root, or the runs and
+projects named on the command line) as the rows of ``nb ls --json``; a request names a
+run by its id, which is looked up there, never joined to a path: ``..``, an absolute
+path or a link out of the root names no run. :class:`ServedRun` keeps one run's
+:class:`nblog.reader.LiveRun`, refreshed at most every :data:`REFRESH_S` seconds however
+many requests and streams ask, so the bytes a job appends are read once, and only those
+(never the whole run again). Requests run in worker threads; each run has its own lock.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from nblog.reader import LiveRun
+
+#: The most often a run's files are looked at for new bytes (seconds).
+REFRESH_S = 0.5
+#: How long a listing of the runs is reused (seconds): a new run shows within this.
+LISTING_S = 2.0
+
+
+class NoSuchRun(LookupError):
+    """A request named a run that is not served (unknown, out of scope, or vanished)."""
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What is served: ``projects`` (names of folders under the root) and ``runs`` (run
+    folders); both empty: every run under the root."""
+
+    root: str
+    projects: tuple[str, ...] = ()
+    runs: tuple[str, ...] = ()
+
+    @property
+    def everything(self) -> bool:
+        return not self.projects and not self.runs
+
+
+def resolve_scope(root: str, names: Sequence[str]) -> Scope:
+    """The scope of ``nb serve NAME...``: each name is a project (a folder under ``root``
+    holding runs) or a run (as every command resolves one: id, prefix, PROJECT/ID, folder).
+
+    Raises:
+        nblog.reader.lowlevel.RunNotFoundError: a name is neither.
+        nblog.reader.lowlevel.AmbiguousRunError: a prefix matches several runs.
+    """
+    from nblog.reader import resolve_run
+
+    projects: list[str] = []
+    runs: list[str] = []
+    for name in names:
+        folder = os.path.join(root, name)
+        if "/" not in name and name not in ("", ".", "..") and os.path.isdir(folder) \
+                and not os.path.isfile(os.path.join(folder, "run.json")):
+            projects.append(name)
+        else:
+            runs.append(resolve_run(name, root))
+    return Scope(os.path.abspath(root), tuple(dict.fromkeys(projects)), tuple(dict.fromkeys(runs)))
+
+
+class Catalog:
+    """The runs in a :class:`Scope`, listed again at most every :data:`LISTING_S` seconds.
+
+    Args:
+        scope: what is served.
+        clock: monotonic seconds (injected by tests).
+    """
+
+    def __init__(self, scope: Scope, clock: Callable[[], float] = time.monotonic):
+        self.scope = scope
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._pairs: list[tuple[dict, dict]] = []
+        self._listed = -1e18
+        self._served: dict[str, ServedRun] = {}
+
+    def pairs(self, fresh: bool = False) -> list[tuple[dict, dict]]:
+        """``(nb ls --json row, run.json's config and summary)`` of every served run, newest
+        first (:func:`nblog.reader.lowlevel.list_runs_meta`)."""
+        with self._lock:
+            if fresh or self._clock() - self._listed >= LISTING_S:
+                self._pairs = self._list()
+                self._listed = self._clock()
+            return self._pairs
+
+    def _list(self) -> list[tuple[dict, dict]]:
+        from nblog.reader.lowlevel import list_runs_meta
+
+        s = self.scope
+        if s.everything:
+            return list_runs_meta(s.root) if os.path.isdir(s.root) else []
+        out: list[tuple[dict, dict]] = []
+        for project in s.projects:
+            out += list_runs_meta(s.root, project)
+        seen = {r["path"] for r, _m in out}
+        for run_dir in s.runs:  # a run's listing is its project's (a run folder is ROOT/PROJECT/RUN)
+            if run_dir in seen:
+                continue
+            project_dir = os.path.dirname(run_dir)
+            out += [p for p in list_runs_meta(os.path.dirname(project_dir), os.path.basename(project_dir))
+                    if p[0]["path"] == run_dir]
+        out.sort(key=lambda p: (p[0]["started"] or 0.0, p[0]["id"]), reverse=True)
+        return out
+
+    def folder(self, run_id: str) -> str:
+        """The folder of the served run ``run_id`` (an id exactly as ``/api/runs`` gives it).
+
+        Raises:
+            NoSuchRun: no served run has that id.
+        """
+        for fresh in (False, True):  # a run started since the last listing: list again once
+            for row, _meta in self.pairs(fresh):
+                if row["id"] == run_id:
+                    return row["path"]
+        raise NoSuchRun(run_id)
+
+    def run(self, run_id: str) -> ServedRun:
+        """The :class:`ServedRun` of ``run_id`` (made on first use).
+
+        Raises:
+            NoSuchRun: no served run has that id.
+        """
+        path = self.folder(run_id)
+        with self._lock:
+            got = self._served.get(run_id)
+            if got is None or got.dir != path:
+                got = self._served[run_id] = ServedRun(run_id, path, self._clock)
+            return got
+
+
+class ServedRun:
+    """One run's points in memory (a :class:`nblog.reader.LiveRun`), refreshed on demand
+    at most every :data:`REFRESH_S` seconds.
+
+    Args:
+        run_id: the run's id.
+        run_dir: its folder.
+        clock: monotonic seconds.
+    """
+
+    def __init__(self, run_id: str, run_dir: str, clock: Callable[[], float] = time.monotonic):
+        self.id, self.dir = run_id, run_dir
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._live: LiveRun | None = None
+        self._checked = -1e18
+        self.version = 0  # grows whenever a refresh found something new
+        self._feed: Feed | None = None
+
+    def live(self) -> LiveRun:
+        """The run's :class:`nblog.reader.LiveRun`, no older than :data:`REFRESH_S`."""
+        from nblog.reader import LiveRun
+
+        with self._lock:
+            if self._live is None:
+                self._live = LiveRun(self.dir)
+                self._checked = self._clock()
+                self.version += 1
+            elif self._clock() - self._checked >= REFRESH_S:
+                self._checked = self._clock()
+                if self._live.refresh():
+                    self.version += 1
+            return self._live
+
+    def feed(self) -> Feed:
+        """The run's :class:`Feed` of new points (made on first use)."""
+        with self._lock:
+            if self._feed is None:
+                self._feed = Feed(self.dir, self._clock)
+            return self._feed
+
+    def ranks(self) -> list[int]:
+        """The ranks with an event log."""
+        return self.live().ranks()
+
+    def scalar_tags(self) -> list[str]:
+        """Every scalar tag with a point on any rank, sorted."""
+        live = self.live()
+        tags: set[str] = set()
+        for r in live.ranks():
+            tags.update(live.tags(r, "scalar"))
+        return sorted(tags)
+
+    def points(self, tag: str, rank: int, kind: str = "scalar") -> tuple[np.ndarray, np.ndarray]:
+        """(steps int64, values float64) of ``tag`` on ``rank``, hidden points left out,
+        in file order (copies: safe to keep while the run grows)."""
+        s = self.live().series(rank, [tag], kind)[tag]
+        return s.step.copy(), s.value.copy()
+
+    def frame(self, tag: str, ranks: Sequence[int] | None = None, start: float | None = None,
+              end: float | None = None) -> Any:
+        """A Polars frame with columns rank, x (step), value of ``tag`` on ``ranks`` (None:
+        every rank), the steps in [start, end] only when given (the frame
+        :mod:`nbcli.series` buckets)."""
+        import numpy as np
+        import polars as pl
+
+        parts = []
+        for r in self.ranks() if ranks is None else ranks:
+            step, value = self.points(tag, r)
+            keep = np.ones(len(step), bool)
+            if start is not None:
+                keep &= step >= start
+            if end is not None:
+                keep &= step <= end
+            if keep.any():
+                parts.append(pl.DataFrame({"rank": np.full(int(keep.sum()), r, np.int32), "x": step[keep],
+                                           "value": value[keep]}))
+        if not parts:
+            return pl.DataFrame(schema={"rank": pl.Int32, "x": pl.Int64, "value": pl.Float64})
+        return pl.concat(parts)
+
+
+class Feed:
+    """The points a run's ranks append, as batches for live pages (``/stream``).
+
+    The first :meth:`since` reads to the end of every rank's logs (what is there already
+    is the charts', not the feed's); each later one, at most every :data:`REFRESH_S`
+    seconds whoever asks, reads only the bytes appended since (one
+    :class:`nblog.reader.Follower` per rank over one shared listing, as ``nb watch``
+    does), and keeps the last :data:`KEEP_BATCHES` batches for streams that lag.
+    """
+
+    KEEP_BATCHES = 64
+
+    def __init__(self, run_dir: str, clock: Callable[[], float] = time.monotonic):
+        from collections import deque
+
+        self.dir = run_dir
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._files: Any = None
+        self._followers: dict[int, Any] = {}
+        self._batches: deque[tuple[int, list[dict]]] = deque(maxlen=self.KEEP_BATCHES)
+        self._seq = 0
+        self._polled = -1e18
+
+    def since(self, seq: int | None) -> tuple[int, list[dict]]:
+        """``(latest sequence number, events)``: the events of the batches after ``seq``
+        (None: none; a new stream starts at the latest). Each event is one tag of one
+        rank: ``{"tag", "rank", "step": [...], "value": [...]}``, in file order."""
+        with self._lock:
+            if self._clock() - self._polled >= REFRESH_S:
+                self._polled = self._clock()
+                first = self._files is None
+                got = self._poll()
+                if got and not first:
+                    self._seq += 1
+                    self._batches.append((self._seq, got))
+            if seq is None:
+                return self._seq, []
+            out = [e for n, batch in self._batches if n > seq for e in batch]
+            return self._seq, out
+
+    def _poll(self) -> list[dict]:
+        from nblog.reader import Follower
+        from nblog.reader.lowlevel import WINDOW, RankFiles
+
+        if self._files is None:
+            self._files = RankFiles(self.dir, keep=False, window=WINDOW)
+        self._files.scan()
+        for rank in self._files.ranks():
+            if rank not in self._followers:
+                self._followers[rank] = Follower(self.dir, rank=rank, kinds=("scalar",), files=self._files)
+        grouped: dict[tuple[int, str], dict] = {}
+        for rank, follower in sorted(self._followers.items()):
+            for ev in follower.stream(last=1 << 62):  # one by one: memory bounded by a read window
+                e = grouped.get((rank, ev.tag))
+                if e is None:
+                    e = grouped[(rank, ev.tag)] = {"tag": ev.tag, "rank": rank, "step": [], "value": []}
+                e["step"].append(ev.step)
+                e["value"].append(ev.value)
+        return list(grouped.values())
+
+
+__all__ = ["LISTING_S", "REFRESH_S", "Catalog", "Feed", "NoSuchRun", "Scope", "ServedRun", "resolve_scope"]
