@@ -53,8 +53,10 @@ interleaved nb, TensorBoard, trackio, nb, ...; medians of ``--repeat``, min-max 
    shortest period (30 s), in its stored settings; its server reloads the logdir every
    5 s (default). trackio's page polls every second (default).
 5. idle CPU: CPU seconds of the server's process tree over ``--idle-s`` with 50 runs open
-   in the page and nothing changing (nb: compare view of 50 runs; TensorBoard: a logdir
-   of those 50 runs; trackio: a project of those 50 runs), after 3 s to settle.
+   in the page and nothing changing (nb: compare view of 50 runs, scrolled to its
+   Scalars section, whose charts are fetched when in view; TensorBoard: a logdir of those
+   50 runs; trackio: a project of those 50 runs), after 3 s to settle.
+7. nb serve's exit status on SIGTERM (noted when not 0 within 10 s).
 6. peak RSS of the server's process tree (psutil, sampled every 0.2 s) while serving the
    big run (figure 2) and the runs table (figure 3).
 
@@ -568,10 +570,14 @@ class Bench:
             return None
         return s
 
-    def stop(self, s: Server) -> None:
+    def stop(self, s: Server, what: str) -> None:
+        """Stop a server; an nb serve that does not exit 0 on SIGTERM is noted (``what``:
+        what it was serving)."""
         rc = s.stop()
         if s.tool == "nb" and rc != 0:
-            print(f"  nb serve exited {rc} on SIGTERM (expected 0)", file=sys.stderr, flush=True)
+            why = "did not exit within 10 s (killed)" if rc is None else f"exited {rc}"
+            self.notes[(f"SIGTERM, serving {what}", "nb")] = f"nb serve {why}, expected exit 0"
+            print(f"  nb serve {why} on SIGTERM", file=sys.stderr, flush=True)
 
     # ------------------------------------------------------------------ page timings
 
@@ -676,7 +682,7 @@ class Bench:
                  {t: (s.tree.peak / 2**20 if s else None) for t, s in servers.items()})
         for s in servers.values():
             if s:
-                self.stop(s)
+                self.stop(s, label.split(", ", 1)[1])
 
     def fig_runs_table(self) -> None:
         n = self.a.runs
@@ -748,7 +754,7 @@ class Bench:
             finally:
                 d.quit()
                 shutil.rmtree(prof, ignore_errors=True)
-                self.stop(s)
+                self.stop(s, f"{k} runs open")
             print(f"  idle: {t} {cpu[t]:.2f} s CPU", file=sys.stderr, flush=True)
         self.add(f"server CPU while idle, {k} runs open, {self.a.idle_s:g} s", "s", cpu)
 
@@ -845,7 +851,7 @@ class Bench:
                     d.quit()
                 shutil.rmtree(prof, ignore_errors=True)
                 if s is not None:
-                    self.stop(s)
+                    self.stop(s, "a live run")
                 w.stdin.close()
                 try:
                     w.wait(30)
