@@ -923,8 +923,10 @@ def main() -> None:
     ap.add_argument("--dir", help="where the data is written and kept (reused at the same sizes)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder (server logs)")
     a = ap.parse_args()
-    if a.quick:
-        a.points, a.runs, a.repeat, a.live_samples, a.idle_s = 100_000, 200, 2, 2, 5.0
+    if a.quick:  # the quick sizes, where no flag says otherwise
+        for name, value in (("points", 100_000), ("runs", 200), ("repeat", 2), ("live_samples", 2), ("idle_s", 5.0)):
+            if getattr(a, name) == ap.get_default(name):
+                setattr(a, name, value)
     a.tools = [t.strip() for t in a.tools.split(",") if t.strip()]
     bad = set(a.tools) - set(TOOLS)
     if bad:
