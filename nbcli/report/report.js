@@ -289,6 +289,7 @@
       notes.push(el("div", { cls: "note", text: ch.summarised.join(", ") + ": drawn from the writer's envelope (the min and max of " +
         "each segment of the long event log), not from every point: a spike stays visible, zooming shows segments" }));
     }
+    if (!ch.series.length) notes.push(el("div", { cls: "note", text: "no point of " + ch.tag + " in this view" + (ch.rank != null ? " (rank " + ch.rank + ")" : "") }));
     var pts = ch.series.reduce(function (a, sr) { return a + sr.points; }, 0);
     var evs = [], where = ch.axis === "wall" ? "wall_time" : ch.axis === "active" ? null : "step";
     ch.series.forEach(function (sr) {

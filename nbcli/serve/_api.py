@@ -302,6 +302,7 @@ class Api:
                 summarised.append(s.id)
         out = scalar_chart(tag, frames, buckets, axis)
         out["summarised"] = summarised  # runs drawn from envelopes: the band, not the points
+        out["rank"] = rank
         out["damage"] = {s.id: d for s in served if (d := s.live().damage())}
         return answer(out)
 

@@ -201,8 +201,9 @@
       }
       card.c.lastStep = ch.x.length ? ch.x[ch.x.length - 1] : null;
     }, function (e) {
-      card.holder.textContent = "";
-      card.holder.appendChild(el("div", { cls: "note bad", text: tag + ": " + e.message }));
+      var where = card.c ? card.c.notes : card.holder;  // once drawn, the holder is no longer in the page
+      if (!card.c) where.textContent = "";
+      where.appendChild(el("div", { cls: "note bad", text: tag + ": " + e.message }));
     }).then(function () {
       card.busy = false;
       if (card.again) { card.again = false; fetchChart(tag); }
@@ -224,16 +225,17 @@
     seen.observe(holder);
   }
   function scalarSection(tags) {
-    var main = document.getElementById("main"), runsSec = document.getElementById("runs");
+    var main = document.getElementById("main");
     var s = el("section", { id: "scalars" }, el("h2", { text: "Scalars" }));
     s.appendChild(el("p", { cls: "note", text: "Each chart asks the server for as many min/max buckets as it is wide: the line is the bucket mean " +
       "(across ranks: the median of the ranks' means), the band the min and max of every point in it, so a one-step spike stays visible. " +
       "Drag to zoom: finer buckets are fetched. New points appear as the run flushes them." }));
     scalarGrid = el("div", { cls: "grid" });
     s.appendChild(scalarGrid);
-    main.insertBefore(s, runsSec ? runsSec.nextSibling : main.firstChild);
+    /* the charts first: what a comparison is opened for (the runs' tables follow them) */
+    main.insertBefore(s, main.firstChild);
     var link = el("a", { href: "#scalars", text: "Scalars" }), toc = document.getElementById("toc");
-    toc.insertBefore(link, toc.children[1] || null);
+    toc.insertBefore(link, toc.firstChild);
     tags.forEach(addCard);
     if (!tags.length) { s.appendChild(el("p", { cls: "note", text: "no scalar yet: charts appear as points arrive" })); }
   }
