@@ -252,15 +252,14 @@ class Server:
 def browser(profile: str, hooks: list[str]):
     """A fresh headless Chromium as tests/report starts it, loopback allowed, ``hooks``
     evaluated in every new document before the page's own scripts."""
-    from conftest import CHROMEDRIVER, CHROMIUM, FLAGS
+    from browser_helpers import CHROMEDRIVER, CHROMIUM, FLAGS, LOOPBACK_ONLY
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
     opts = webdriver.ChromeOptions()
     opts.binary_location = CHROMIUM
-    for flag in FLAGS:
-        if not flag.startswith("--proxy-bypass-list"):  # keep Chromium's implicit loopback bypass
-            opts.add_argument(flag)
+    for flag in (*FLAGS, *LOOPBACK_ONLY.flags):  # the tests' browser: http to 127.0.0.1 and nothing else
+        opts.add_argument(flag)
     opts.add_argument(f"--user-data-dir={profile}/profile")
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
     fresh = {name: os.path.join(profile, folder) for name, folder in
@@ -414,7 +413,7 @@ class Bench:
         r = subprocess.run(NB + ["serve", "--help"], capture_output=True, env=self.env)
         if r.returncode:
             self.skip["nb"] = "`nb serve` is not in this checkout"
-        from conftest import CHROMEDRIVER, CHROMIUM
+        from browser_helpers import CHROMEDRIVER, CHROMIUM
 
         if not (shutil.which(CHROMIUM) and shutil.which(CHROMEDRIVER)):
             raise SystemExit(f"{CHROMIUM} or {CHROMEDRIVER} missing: bash scripts/browser_up.sh")
