@@ -147,8 +147,10 @@
   var listing = 0;
   function loadRuns() {
     var where = document.getElementById("where").value.trim(), mine = ++listing;
+    var t0 = performance.now();
     return get("api/runs?" + q({ "with": "config", where: where })).then(function (rows) {
       if (mine !== listing) return;
+      window.nbRunsFetchMs = performance.now() - t0;  // the request and the parse of its JSON
       document.getElementById("runs-error").hidden = true;
       table.rows = rows;
       drawRuns();
