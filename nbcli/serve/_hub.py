@@ -31,6 +31,11 @@ if TYPE_CHECKING:
 REFRESH_S = 0.5
 #: How long a listing of the runs is reused (seconds): a new run shows within this.
 LISTING_S = 2.0
+#: A run of more ranks than this has its scalars read from rank 0 and from the ranks whose
+#: logs have an envelope sidecar (every rank that logs scalars, once its log holds 4 MiB):
+#: listing the tags of 8,192 small logs alone takes a minute, and following them all twice a
+#: second a core. Timers, system metrics and the heat map still cover every rank.
+MAX_SCALAR_RANKS = 256
 #: A run whose event logs hold at least this many bytes (about 5M points), all ranks
 #: together, is drawn from the writer's envelope sidecars (:func:`nblog.reader.read_envelopes`)
 #: where its ranks have them, instead of their points: memory and first paint then do not
@@ -206,10 +211,13 @@ class ServedRun:
             return self._live
 
     def feed(self) -> Feed:
-        """The run's :class:`Feed` of new points (made on first use)."""
+        """The run's :class:`Feed` of new points (made on first use), of its
+        :meth:`scalar_ranks` when it has more than :data:`MAX_SCALAR_RANKS`."""
+        many = len(self.ranks()) > MAX_SCALAR_RANKS  # outside the lock: live() takes it
         with self._lock:
             if self._feed is None:
-                self._feed = Feed(self.dir, self._clock, on_new=self._expire)
+                self._feed = Feed(self.dir, self._clock, on_new=self._expire,
+                                  ranks=self.scalar_ranks if many else None)
             return self._feed
 
     def _expire(self) -> None:
@@ -221,6 +229,18 @@ class ServedRun:
     def ranks(self) -> list[int]:
         """The ranks with an event log."""
         return self.live().ranks()
+
+    def scalar_ranks(self) -> list[int]:
+        """The ranks whose scalars are read: every rank, or for more than
+        :data:`MAX_SCALAR_RANKS`, rank 0 and the ranks with an envelope sidecar."""
+        from nblog.reader.lowlevel import envelope_file_name, event_files
+
+        ranks = self.ranks()
+        if len(ranks) <= MAX_SCALAR_RANKS:
+            return ranks
+        keep = {r for (r, s) in event_files(self.dir)
+                if r == 0 or os.path.exists(os.path.join(self.dir, envelope_file_name(r, s)))}
+        return sorted(keep)
 
     def log_bytes(self) -> dict[int, int]:
         """Bytes of each rank's event logs, all sessions, no older than :data:`REFRESH_S`."""
@@ -258,7 +278,7 @@ class ServedRun:
     def scalar_tags(self) -> list[str]:
         """Every scalar tag with a point on any rank, sorted."""
         tags: set[str] = set()
-        for r in self.ranks():
+        for r in self.scalar_ranks():
             envs = self.envelopes(r)
             tags.update(envs if envs is not None else self.live().tags(r, "scalar"))
         return sorted(tags)
@@ -294,7 +314,7 @@ class ServedRun:
 
         parts = []
         summarised = False
-        for r in self.ranks() if ranks is None else ranks:
+        for r in self.scalar_ranks() if ranks is None else ranks:
             envs = self.envelopes(r)
             if envs is not None:
                 summarised = True
@@ -333,10 +353,11 @@ class Feed:
     KEEP_BATCHES = 64
 
     def __init__(self, run_dir: str, clock: Callable[[], float] = time.monotonic,
-                 on_new: Callable[[], None] | None = None):
+                 on_new: Callable[[], None] | None = None, ranks: Callable[[], list[int]] | None = None):
         from collections import deque
 
         self.dir = run_dir
+        self._ranks = ranks  # the ranks followed (None: every rank)
         self._clock = clock
         self._on_new = on_new
         self._lock = threading.Lock()
@@ -372,7 +393,7 @@ class Feed:
         if self._files is None:
             self._files = RankFiles(self.dir, keep=False, window=WINDOW)
         self._files.scan()
-        for rank in self._files.ranks():
+        for rank in self._files.ranks() if self._ranks is None else self._ranks():
             if rank not in self._followers:
                 self._followers[rank] = Follower(self.dir, rank=rank, kinds=("scalar",), files=self._files)
         grouped: dict[tuple[int, str], dict] = {}
@@ -389,4 +410,4 @@ class Feed:
         return list(grouped.values())
 
 
-__all__ = ["BIG_RUN_BYTES", "LISTING_S", "REFRESH_S", "Catalog", "Feed", "NoSuchRun", "Scope", "ServedRun", "resolve_scope"]
+__all__ = ["BIG_RUN_BYTES", "LISTING_S", "MAX_SCALAR_RANKS", "REFRESH_S", "Catalog", "Feed", "NoSuchRun", "Scope", "ServedRun", "resolve_scope"]

@@ -85,3 +85,22 @@ def test_below_the_bound_the_same_answers_come_from_every_point(long_run):
                                           start=SPIKE_AT - 100, end=SPIKE_AT + 100)).body)
     assert zoom["exact"] is True and len(zoom["series"]["step"]) == 201
     assert zoom["series"]["last"][100] == SPIKE
+
+
+def test_a_run_of_many_ranks_reads_scalars_of_rank_0_and_ranks_with_sidecars_only(tmp_path, monkeypatch):
+    from test_serve_api import start_ranks, wait_ranks
+
+    root = tmp_path / "runs"
+    wait_ranks(start_ranks(root, "many-00000001", 4, {"steps": 20, "offset_rank": 2}))
+    monkeypatch.setattr(_hub, "MAX_SCALAR_RANKS", 2)
+    catalog = Catalog(Scope(str(root)))
+    served = catalog.run("many-00000001")
+    assert served.ranks() == [0, 1, 2, 3] and served.scalar_ranks() == [0]  # small logs: no sidecar
+    frame, summarised = served.frame("train/loss")
+    assert frame["rank"].unique().to_list() == [0] and not summarised
+    (run_dir,) = [p for p in (root / "serve").iterdir()]
+    (run_dir / "envelope.r2.s0.bin").write_bytes(b"")  # a sidecar names a rank that logs scalars
+    assert served.scalar_ranks() == [0, 2]
+    assert served.live().loaded_ranks() == [0]  # ranks 1 and 3 were never read
+    monkeypatch.setattr(_hub, "MAX_SCALAR_RANKS", 256)
+    assert served.scalar_ranks() == [0, 1, 2, 3]
