@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import ipaddress
 import os
 import signal
@@ -109,6 +110,8 @@ def serve(
     from ..serve._hub import Catalog, resolve_scope
     from ..serve._security import TokenError, make_token
 
+    if not host.strip():
+        raise typer.BadParameter("no address given (127.0.0.1: this machine only)", param_hint="--host")
     where = os.path.abspath(root or default_root())
     if not os.path.isdir(where) and not names:
         raise typer.BadParameter(f"{where} is not a folder (pass --root DIR or set NB_DIR)", param_hint="--root")
@@ -127,8 +130,10 @@ def serve(
         sock.bind((host, port))
         sock.listen(128)
     except (OSError, OverflowError) as exc:
+        taken = getattr(exc, "errno", None) in (errno.EADDRINUSE, errno.EACCES)
         error(f"cannot listen on {host}:{port}: {getattr(exc, 'strerror', None) or exc}",
-              "choose another --port (0: any free port)")
+              "choose another --port (0: any free port)" if taken else
+              "--host takes an address of this machine (127.0.0.1: this machine only)")
         raise typer.Exit(1) from None
     bound = sock.getsockname()[1]
     damage.allow(True)  # damaged bytes are in each answer's "damage" list (and warned here): stopping is exit 0

@@ -25,6 +25,7 @@
     if (typeof v === "number") {
       if (!isFinite(v)) return String(v);
       var a = Math.abs(v);
+      if (a >= 1e6 && a < 1e21 && Number.isInteger(v)) return fmtInt(v);  // a step of 1,000,000, not 1.00000e+6
       if (a !== 0 && (a < 1e-3 || a >= 1e6)) return v.toExponential(5);
       return String(+v.toPrecision(6));
     }

@@ -277,6 +277,8 @@ class Api:
         data = build(readers, scalars=False, details=part != "info")
         if part != "details":
             data["tags"] = sorted({t for s in served for t in s.scalar_tags()})
+            for info, s in zip(data["runs"], served, strict=True):  # what listing the tags skipped as damaged
+                info["damage"] = s.live().damage()
         return answer(data)
 
     def chart(self, request: Request) -> Response:

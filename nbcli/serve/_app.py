@@ -92,6 +92,7 @@ def make_app(catalog: Catalog, token: str, port: int = 0, stopping: threading.Ev
         Route("/api/stream", guarded(api.stream_many)),
     ]
     app = Starlette(routes=routes, exception_handlers={HTTPException: not_found, Exception: failed})
+    app.router.redirect_slashes = False  # its redirect builds an absolute URL from the Host header
     return TokenGate(app, token, port)
 
 

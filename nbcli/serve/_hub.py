@@ -69,6 +69,7 @@ def resolve_scope(root: str, names: Sequence[str]) -> Scope:
         nblog.reader.lowlevel.RunNotFoundError: a name is neither.
         nblog.reader.lowlevel.AmbiguousRunError: a prefix matches several runs.
     """
+    from nblog import RunNotFoundError
     from nblog.format import RUN_JSON
     from nblog.reader import resolve_run
 
@@ -78,6 +79,8 @@ def resolve_scope(root: str, names: Sequence[str]) -> Scope:
         folder = os.path.join(root, name)
         if "/" not in name and name not in ("", ".", "..") and os.path.isdir(folder) \
                 and not os.path.isfile(os.path.join(folder, RUN_JSON)):
+            if not os.path.realpath(folder).startswith(os.path.realpath(root) + os.sep):
+                raise RunNotFoundError(name, root)  # a project folder linked from outside the root
             projects.append(name)
         else:
             runs.append(resolve_run(name, root))

@@ -133,11 +133,8 @@ class TokenGate:
         if _same(header, self.token):
             await self.app(scope, receive, secured)
             return
-        if _same(query, self.token):
-            if scope["method"] in ("GET", "HEAD") and not scope["path"].startswith("/api/"):
-                await self._set_cookie(scope, secured)  # the page: keep it, drop it from the address
-                return
-            await self.app(scope, receive, secured)  # a script's URL (curl 'URL/api/runs?token=')
+        if _same(query, self.token) and scope["method"] in ("GET", "HEAD") and not scope["path"].startswith("/api/"):
+            await self._set_cookie(scope, secured)  # the page: keep it, drop it from the address
             return
         await self._refuse(secured, "a token is required: open the address nb serve printed, or send "
                                     "'Authorization: Bearer TOKEN'" if header is None and query is None

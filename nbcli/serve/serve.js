@@ -202,6 +202,12 @@
         window.nbUpdates++;
       }
       card.c.lastStep = ch.x.length ? ch.x[ch.x.length - 1] : null;
+      Object.keys(ch.damage || {}).forEach(function (run) {  // never silent: what the chart lacks
+        ch.damage[run].forEach(function (d) {
+          card.c.notes.appendChild(el("div", { cls: "note bad", text: run + ": rank " + d.rank + " session " + d.session + ": " +
+            R.fmtInt(d.bytes) + " bytes damaged at bytes " + d.start + "-" + d.stop + (d.lost ? ", " + (d.points == null ? "an unknown number of" : R.fmtInt(d.points)) + " points left out" : ", nothing lost (copy read)") }));
+        });
+      });
     }, function (e) {
       var where = card.c ? card.c.notes : card.holder;  // once drawn, the holder is no longer in the page
       if (!card.c) where.textContent = "";
@@ -239,7 +245,11 @@
     var link = el("a", { href: "#scalars", text: "Scalars" }), toc = document.getElementById("toc");
     toc.insertBefore(link, toc.firstChild);
     tags.forEach(addCard);
-    if (!tags.length) { s.appendChild(el("p", { cls: "note", text: "no scalar yet: charts appear as points arrive" })); }
+    var damaged = (window.nbData.runs || []).some(function (r) { return (r.damage || []).length; });
+    if (!tags.length) {
+      s.appendChild(el("p", { cls: "note" + (damaged ? " bad" : ""), text: damaged ? "no scalar could be read: the event logs are damaged (see Runs)"
+        : "no scalar yet: charts appear as points arrive" }));
+    }
   }
   function diffSection(d) {
     var s = R.section("diff", "Diff of " + d.runs.map(function (r) { return r.label; }).join(" and "));
@@ -284,6 +294,21 @@
     load(true);
     setInterval(function () { if (!document.hidden && pick.value !== "") load(false); }, RUNS_EVERY_MS);
   }
+  /* where each run is (status, last step and when it last wrote), kept up to date from the
+     runs listing (the Runs section below is what the page read when it opened) */
+  function statusLine() {
+    var line = document.getElementById("runstatus");
+    function show() {
+      get("api/runs").then(function (rows) {
+        var mine = rows.filter(function (r) { return ids.indexOf(r.id) >= 0; });
+        line.textContent = mine.map(function (r) {
+          return (ids.length > 1 ? r.id + ": " : "") + r.status + ", step " + R.fmtInt(r.last_step) + ", wrote " + ago(r.last_write);
+        }).join("; ");
+      }, function () {});
+    }
+    show();
+    setInterval(function () { if (!document.hidden) show(); }, RUNS_EVERY_MS);
+  }
   function live() {
     var dirty = {}, dot = document.getElementById("live");
     var src = new EventSource("api/stream?" + q({ runs: ids.join(",") }));
@@ -326,6 +351,7 @@
       scalarSection(data.tags || []);
       if (!(data.tags || []).length) window.nbServeReady = true;
       live();
+      statusLine();
       /* timers, system metrics, text and images read every rank's logs: drawn when they come */
       get("api/page?" + q({ runs: ids.join(","), part: "details" })).then(function (more) {
         R.draw(more, ["timers", "system", "text", "images"]);

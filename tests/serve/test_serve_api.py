@@ -94,9 +94,13 @@ def test_the_printed_address_sets_an_httponly_strict_cookie_and_drops_the_token_
     assert other_port.status == 401  # another server's cookie is not this one's
 
 
-def test_a_script_may_put_the_token_in_the_query_of_an_api_address(server):
+def test_an_api_address_takes_no_token_from_its_query_and_never_redirects_by_host(server):
+    """A token in a script's URL ends up in shell histories: the API wants the header or
+    the cookie; a trailing slash is no redirect to an address built from the Host header."""
     r = server.get(f"/api/runs?token={server.token}", token=None)
-    assert r.status == 200 and len(r.json()) == 2
+    assert r.status == 401 and "train/loss" not in r.body.decode()
+    slash = server.get("/api/runs/", headers={"Host": "evil.example"})
+    assert slash.status == 404 and "location" not in slash.headers
 
 
 def test_nb_serve_token_sets_the_token_and_a_short_one_is_refused(serve_runs):
@@ -269,6 +273,8 @@ def test_a_damaged_log_is_reported_in_the_answer_and_a_vanished_run_never_stops_
     raw[len(raw) // 2] ^= 0xFF
     log.write_bytes(bytes(raw))
     with served(root) as s:
+        info = s.get("/api/page?runs=dmg-00000001&part=info").json()  # the page's first answer says it too
+        assert info["runs"][0]["damage"] and info["runs"][0]["damage"][0]["lost"] is True
         r = s.get("/api/runs/dmg-00000001/scalars?tag=train/loss&buckets=5000").json()
         assert r["damage"] and r["damage"][0]["rank"] == 0 and r["damage"][0]["lost"] is True
         assert 0 < r["points"] < 2000
@@ -377,6 +383,22 @@ def test_serving_named_runs_and_projects_only(serve_runs, tmp_path):
     bad = subprocess.run([NB, "serve", "no-such-thing", "--root", str(serve_runs), "--port", "0"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "no-such-thing" in bad.stderr and "Traceback" not in bad.stderr
+    root = tmp_path / "root"
+    root.mkdir()
+    os.symlink(serve_runs / "plots", root / "linked")  # a project folder that is a link out of the root
+    linked = subprocess.run([NB, "serve", "linked", "--root", str(root), "--port", "0"], capture_output=True,
+                            text=True, timeout=60)
+    assert linked.returncode == 2 and "linked" in linked.stderr and "Traceback" not in linked.stderr
+
+
+@pytest.mark.parametrize("host, code, words", [
+    ("", 2, "no address given"),
+    ("nosuchhost.invalid", 1, "--host takes an address of this machine"),
+])
+def test_a_bad_host_is_a_clear_error(serve_runs, host, code, words):
+    out = subprocess.run([NB, "serve", "--root", str(serve_runs), "--port", "0", "--host", host], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == code and words in out.stderr and "Traceback" not in out.stderr and out.stdout == ""
 
 
 def test_without_the_serve_extra_it_says_what_to_install(serve_runs):
