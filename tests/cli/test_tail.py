@@ -92,8 +92,13 @@ def test_follow_in_process_sees_a_live_writer(cli, tmp_path):
     root = tmp_path / "runs"
     writer = start({"stop": 6, "sleep": 0.05}, torchrun_env(0, 1, NB_DIR=str(root), NB_RUN_ID="live-00000001"))
     try:
+        # the writer's log exists first (a condition: its interpreter may take seconds to start on
+        # a loaded machine, longer than the follow below lasts); -n 100: what it wrote before too
+        deadline = time.monotonic() + 120
+        while not list(root.glob("*/live-00000001/events.r0.s0.log")) and time.monotonic() < deadline:
+            time.sleep(0.02)
         result = cli("tail", "live-00000001", "--root", str(root), "-f", "--json", "--timeout", "5",
-                     "--interval", "0.05", "--tag", "train/loss", "-n", "0")
+                     "--interval", "0.05", "--tag", "train/loss", "-n", "100")
     finally:
         writer.communicate(timeout=60)
     steps = [json.loads(line)["step"] for line in result.stdout.splitlines()]

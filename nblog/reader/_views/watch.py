@@ -511,7 +511,7 @@ class Watcher:
             start = log.header.get("wall_start")
             last = (start + log.max_ms / 1000.0 if isinstance(start, (int, float)) and not isinstance(start, bool)
                     else None)
-            if not self._gone(log.header, last):
+            if not self._gone(log.header, last) or _ends_now(log.path):
                 continue
             self._unended.add((rank, session))
             prog = self._progress.get(rank)
@@ -550,3 +550,18 @@ def _logs(follower: Follower) -> list:
     """``(session, LogFile)`` of the session files ``follower`` reads, in order (their
     failure and alert events and END records are kept on the LogFile as it polls)."""
     return follower.logs()
+
+
+def _ends_now(path: str) -> bool:
+    """Whether the log at ``path`` holds an END record now, read by a reader of its own
+    (the rank's follower stays where it was). A process that writes its END record and
+    exits between this poll's read of its log and the look at its pid is gone, not
+    unended: a busy machine made that a false alarm. Read only for a rank whose process
+    is gone without an END record seen: once per session."""
+    from .._file.logfile import LogFile
+    from .._runfiles.rankfiles import read_on
+
+    lf = LogFile(path, keep=False)
+    for _delta in read_on(lf):
+        pass
+    return lf.end is not None
