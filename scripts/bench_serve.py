@@ -164,22 +164,28 @@ class Tree:
         self._t.start()
 
     def procs(self) -> list:
+        import psutil
+
         try:
             return [self.proc] + self.proc.children(recursive=True)
-        except Exception:
+        except psutil.Error:  # the server is gone: nothing to count
             return []
 
     def rss(self) -> int:
+        import psutil
+
         total = 0
         for p in self.procs():
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(psutil.Error):  # a child that ended meanwhile
                 total += p.memory_info().rss
         return total
 
     def cpu(self) -> float:
+        import psutil
+
         total = 0.0
         for p in self.procs():
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(psutil.Error):  # a child that ended meanwhile
                 t = p.cpu_times()
                 total += t.user + t.system
         return total
@@ -278,13 +284,12 @@ def browser(profile: str, hooks: list[str]):
 def outside_requests(d) -> int:
     """Requests the page tried to a host other than 127.0.0.1 (http, https, ws, wss)."""
     n = 0
-    with contextlib.suppress(Exception):
-        for ent in d.get_log("performance"):
-            msg = json.loads(ent["message"])["message"]
-            if msg.get("method") == "Network.requestWillBeSent":
-                url = msg["params"]["request"]["url"]
-                if re.match(r"(https?|wss?)://", url) and not re.match(r"(https?|wss?)://127\.0\.0\.1[:/]", url):
-                    n += 1
+    for ent in d.get_log("performance"):
+        msg = json.loads(ent["message"])["message"]
+        if msg.get("method") == "Network.requestWillBeSent":
+            url = msg["params"]["request"]["url"]
+            if re.match(r"(https?|wss?)://", url) and not re.match(r"(https?|wss?)://127\.0\.0\.1[:/]", url):
+                n += 1
     return n
 
 

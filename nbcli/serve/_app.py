@@ -13,6 +13,7 @@ import threading
 from importlib import resources
 from typing import TYPE_CHECKING
 
+from .._output import warn
 from ._api import Api, error, guarded
 from ._hub import Catalog
 from ._security import TokenGate
@@ -74,6 +75,8 @@ def make_app(catalog: Catalog, token: str, port: int = 0, stopping: threading.Ev
         return error(status, "no such address" if status == 404 else str(getattr(exc, "detail", "")) or "refused")
 
     async def failed(request: Request, exc: Exception) -> Response:
+        # a bug of nb serve: the client gets one line, the terminal the same line with the address
+        warn(f"nb serve: {request.url.path}: {type(exc).__name__}: {exc} (answered 500)")
         return error(500, f"{type(exc).__name__}: {exc}")
 
     routes = [

@@ -19,7 +19,9 @@ import pytest
 from report_helpers import SPIKE_STEP, SPIKE_VALUE
 from serve_helpers import NB, served, start_server
 
-from nblog import RunReader
+from nblog import RunNotFoundError, RunReader
+
+nb_errors = (RunNotFoundError, OSError)
 
 HERE = Path(__file__).parent
 BAND_WRITER = HERE / "_band_writer.py"
@@ -329,7 +331,7 @@ def test_the_stream_pushes_the_points_flushed_after_it_opened(tmp_path):
         while time.monotonic() < deadline:  # both ranks' first 50 steps are on disk
             try:
                 frame = RunReader("live-00000001", root).scalars("train/loss", all_ranks=True)
-            except Exception:  # noqa: BLE001 - the run folder may not exist yet
+            except nb_errors:  # the run folder may not exist yet
                 frame = None
             if frame is not None and len(frame) == 100:
                 break
